@@ -1,0 +1,284 @@
+// Package linux holds the few syscall wrappers that several layerseal
+// packages share: fd-relative opening that never follows a symlink, statx
+// with mount IDs, and extended attributes read through file descriptors.
+// Every wrapper retries EINTR and returns errors that name the operation,
+// the path and, where they matter, the flags.
+package linux
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"sync/atomic"
+
+	"golang.org/x/sys/unix"
+)
+
+// ignoringEINTR calls fn until it returns something other than EINTR.
+func ignoringEINTR(fn func() error) error {
+	for {
+		err := fn()
+		if !errors.Is(err, unix.EINTR) {
+			return err
+		}
+	}
+}
+
+// pathErr wraps a syscall error with the operation and the path.
+func pathErr(op, path string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &os.PathError{Op: op, Path: path, Err: err}
+}
+
+var openat2Missing atomic.Bool
+
+// Openat2Available reports whether openat2 has not (yet) failed with ENOSYS.
+func Openat2Available() bool { return !openat2Missing.Load() }
+
+// DisableOpenat2 makes OpenBeneath use its O_NOFOLLOW fallback from now on,
+// as on a kernel without openat2 (tests and simulated probes use it).
+func DisableOpenat2() { openat2Missing.Store(true) }
+
+// OpenBeneath opens name relative to dirfd without following any symlink
+// and without leaving dirfd's mount or subtree: with openat2
+// (RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS|RESOLVE_NO_XDEV|RESOLVE_NO_MAGICLINKS)
+// where the kernel has it, otherwise by walking name one component at a time
+// with O_NOFOLLOW. name must be relative; "." opens dirfd again. O_CLOEXEC
+// and O_NOFOLLOW are always added.
+func OpenBeneath(dirfd int, name string, flags int) (int, error) {
+	flags |= unix.O_CLOEXEC | unix.O_NOFOLLOW
+	if !openat2Missing.Load() {
+		how := unix.OpenHow{
+			Flags:   uint64(flags),
+			Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_XDEV | unix.RESOLVE_NO_MAGICLINKS,
+		}
+		var fd int
+		err := ignoringEINTR(func() (err error) {
+			fd, err = unix.Openat2(dirfd, name, &how)
+			return err
+		})
+		if !errors.Is(err, unix.ENOSYS) {
+			return fd, pathErr("openat2", name, err)
+		}
+		openat2Missing.Store(true)
+	}
+	return openComponents(dirfd, name, flags)
+}
+
+// openComponents is OpenBeneath's fallback: every intermediate component is
+// opened O_PATH|O_DIRECTORY|O_NOFOLLOW, so a symlink anywhere fails with
+// ELOOP or ENOTDIR, and ".." is refused.
+func openComponents(dirfd int, name string, flags int) (int, error) {
+	if name == "" || name[0] == '/' {
+		return -1, pathErr("open", name, unix.EXDEV)
+	}
+	cur := dirfd
+	closeCur := func() {
+		if cur != dirfd {
+			unix.Close(cur)
+		}
+	}
+	rest := name
+	for {
+		comp := rest
+		last := true
+		for i := 0; i < len(rest); i++ {
+			if rest[i] == '/' {
+				comp, rest, last = rest[:i], rest[i+1:], false
+				break
+			}
+		}
+		if comp == ".." {
+			closeCur()
+			return -1, pathErr("open", name, unix.EXDEV)
+		}
+		if comp == "" || comp == "." {
+			if last {
+				fd, err := Openat(cur, ".", flags)
+				closeCur()
+				return fd, err
+			}
+			continue
+		}
+		if last {
+			fd, err := Openat(cur, comp, flags)
+			closeCur()
+			if err != nil {
+				return -1, pathErr("open", name, errors.Unwrap(err))
+			}
+			return fd, nil
+		}
+		next, err := Openat(cur, comp, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC)
+		closeCur()
+		if err != nil {
+			return -1, pathErr("open", name, errors.Unwrap(err))
+		}
+		cur = next
+	}
+}
+
+// Openat is openat(2) with EINTR retried; O_CLOEXEC is always added.
+func Openat(dirfd int, name string, flags int) (int, error) {
+	var fd int
+	err := ignoringEINTR(func() (err error) {
+		fd, err = unix.Openat(dirfd, name, flags|unix.O_CLOEXEC, 0)
+		return err
+	})
+	return fd, pathErr("openat", name, err)
+}
+
+// statxMountIDUnique is STATX_MNT_ID_UNIQUE (Linux 6.8).
+const statxMountIDUnique = 0x4000
+
+// StatxMask is what Lstat asks the kernel for.
+const StatxMask = unix.STATX_BASIC_STATS | unix.STATX_BTIME | unix.STATX_MNT_ID
+
+var mountIDMissing atomic.Bool
+
+// DisableMountID makes Lstat report no mount IDs from now on, as on a
+// kernel before 5.8 (tests and simulated probes use it).
+func DisableMountID() { mountIDMissing.Store(true) }
+
+// Stat is what layerseal needs of one inode.
+type Stat struct {
+	Dev        uint64 // st_dev
+	Ino        uint64
+	Mode       uint32 // st_mode: type and permission bits
+	Nlink      uint32
+	UID, GID   uint32
+	Rdev       uint64
+	Size       uint64
+	MtimeNS    int64
+	CtimeNS    int64
+	MountID    uint64 // valid only when HasMountID
+	HasMountID bool
+	Attributes uint64 // STATX_ATTR_* (immutable, append-only, mount root)
+}
+
+// Lstat is statx(dirfd, name, AT_SYMLINK_NOFOLLOW|AT_NO_AUTOMOUNT) asking
+// for the basic stats and the mount ID. An empty name stats dirfd itself
+// (AT_EMPTY_PATH).
+func Lstat(dirfd int, name string) (Stat, error) {
+	flags := unix.AT_SYMLINK_NOFOLLOW | unix.AT_NO_AUTOMOUNT | unix.AT_STATX_SYNC_AS_STAT
+	if name == "" {
+		flags |= unix.AT_EMPTY_PATH
+	}
+	var sx unix.Statx_t
+	err := ignoringEINTR(func() error { return unix.Statx(dirfd, name, flags, StatxMask, &sx) })
+	if err != nil {
+		return Stat{}, pathErr("statx", name, err)
+	}
+	st := Stat{
+		Dev:        unix.Mkdev(sx.Dev_major, sx.Dev_minor),
+		Ino:        sx.Ino,
+		Mode:       uint32(sx.Mode),
+		Nlink:      sx.Nlink,
+		UID:        sx.Uid,
+		GID:        sx.Gid,
+		Rdev:       unix.Mkdev(sx.Rdev_major, sx.Rdev_minor),
+		Size:       sx.Size,
+		MtimeNS:    sx.Mtime.Sec*1e9 + int64(sx.Mtime.Nsec),
+		CtimeNS:    sx.Ctime.Sec*1e9 + int64(sx.Ctime.Nsec),
+		Attributes: sx.Attributes & sx.Attributes_mask,
+	}
+	if sx.Mask&unix.STATX_MNT_ID != 0 && !mountIDMissing.Load() {
+		st.MountID, st.HasMountID = sx.Mnt_id, true
+	}
+	return st, nil
+}
+
+// procFD names fd in /proc/self/fd, the way to reach an O_PATH descriptor
+// (a symlink, a FIFO) with path-based calls without resolving its name.
+func procFD(fd int) string { return "/proc/self/fd/" + strconv.Itoa(fd) }
+
+// Listxattr lists the extended attribute names of the file open at fd,
+// which may be an O_PATH descriptor of any file type, symlinks included.
+func Listxattr(fd int) ([]string, error) {
+	path := procFD(fd)
+	buf := make([]byte, 256)
+	for {
+		var n int
+		err := ignoringEINTR(func() (err error) {
+			n, err = unix.Listxattr(path, buf)
+			return err
+		})
+		if errors.Is(err, unix.ERANGE) {
+			size, serr := unix.Listxattr(path, nil)
+			if serr != nil {
+				return nil, pathErr("listxattr", path, serr)
+			}
+			buf = make([]byte, size+64)
+			continue
+		}
+		if errors.Is(err, unix.ENOTSUP) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, pathErr("listxattr", path, err)
+		}
+		var names []string
+		for start := 0; start < n; {
+			end := start
+			for end < n && buf[end] != 0 {
+				end++
+			}
+			if end > start {
+				names = append(names, string(buf[start:end]))
+			}
+			start = end + 1
+		}
+		return names, nil
+	}
+}
+
+// Getxattr reads one extended attribute of the file open at fd (any
+// descriptor, O_PATH included). A missing attribute is unix.ENODATA.
+func Getxattr(fd int, name string) ([]byte, error) {
+	path := procFD(fd)
+	buf := make([]byte, 256)
+	for {
+		var n int
+		err := ignoringEINTR(func() (err error) {
+			n, err = unix.Getxattr(path, name, buf)
+			return err
+		})
+		if errors.Is(err, unix.ERANGE) {
+			size, serr := unix.Getxattr(path, name, nil)
+			if serr != nil {
+				return nil, pathErr("getxattr "+strconv.Quote(name), path, serr)
+			}
+			buf = make([]byte, size+64)
+			continue
+		}
+		if err != nil {
+			return nil, pathErr("getxattr "+strconv.Quote(name), path, err)
+		}
+		return buf[:n:n], nil
+	}
+}
+
+// Readlinkat reads the target of the symlink name in dirfd (an empty name
+// reads the O_PATH symlink descriptor dirfd itself).
+func Readlinkat(dirfd int, name string) (string, error) {
+	buf := make([]byte, 256)
+	for {
+		var n int
+		err := ignoringEINTR(func() (err error) {
+			n, err = unix.Readlinkat(dirfd, name, buf)
+			return err
+		})
+		if err != nil {
+			return "", pathErr("readlinkat", name, err)
+		}
+		if n < len(buf) {
+			return string(buf[:n]), nil
+		}
+		if len(buf) > unix.PathMax*16 {
+			return "", pathErr("readlinkat", name, fmt.Errorf("target longer than %d bytes", len(buf)))
+		}
+		buf = make([]byte, len(buf)*4)
+	}
+}
