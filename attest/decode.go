@@ -1,0 +1,106 @@
+package attest
+
+import (
+	"bytes"
+	"encoding/hex"
+	"fmt"
+	"time"
+
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+)
+
+// Input size limits of the verifiers: a whole envelope file.
+const (
+	MaxStatementSize = 256 << 20
+	MaxLaunchSize    = 1 << 20
+)
+
+var (
+	encodeOptions = json.JoinOptions(
+		json.Deterministic(true),
+		jsontext.AllowInvalidUTF8(false),
+	)
+	decodeOptions = json.JoinOptions(
+		json.RejectUnknownMembers(true),
+		json.MatchCaseInsensitiveNames(false),
+		jsontext.AllowDuplicateNames(false),
+		jsontext.AllowInvalidUTF8(false),
+	)
+)
+
+// canonicalJSON returns the one encoding of v: compact, members in
+// declaration order, map keys sorted, minimal string escaping.
+func canonicalJSON(v any) ([]byte, error) {
+	return json.Marshal(v, encodeOptions)
+}
+
+// strictJSON decodes exactly one JSON value from b into v, refusing unknown
+// members (names match case-sensitively, so a case variant is unknown),
+// duplicate names, invalid UTF-8 and trailing data.
+func strictJSON(b []byte, v any, what string) error {
+	if err := json.Unmarshal(b, v, decodeOptions); err != nil {
+		return malformed("decode %s: %v", what, err)
+	}
+	return nil
+}
+
+// canonicalCheck requires b to be the canonical encoding of v (followed by
+// one newline when newline is set).
+func canonicalCheck(b []byte, v any, newline bool, what string) error {
+	c, err := canonicalJSON(v)
+	if err != nil {
+		return malformed("re-encode %s: %v", what, err)
+	}
+	if newline {
+		c = append(c, '\n')
+	}
+	if !bytes.Equal(b, c) {
+		return malformed("%s is not in its one valid encoding", what)
+	}
+	return nil
+}
+
+// checkHex requires s to be 64 lowercase hex digits (a SHA-256 digest).
+func checkHex(what, s string) error {
+	if _, err := parseHex(what, s); err != nil {
+		return err
+	}
+	return nil
+}
+
+func parseHex(what, s string) ([]byte, error) {
+	b, err := hex.DecodeString(s)
+	if err != nil || len(b) != 32 || hex.EncodeToString(b) != s {
+		return nil, fmt.Errorf("%s %q is not 64 lowercase hex digits", what, s)
+	}
+	return b, nil
+}
+
+// checkID requires s to be a session ID: 32 lowercase hex digits.
+func checkSessionID(s string) error {
+	b, err := hex.DecodeString(s)
+	if err != nil || len(b) != 16 || hex.EncodeToString(b) != s {
+		return fmt.Errorf("session id %q is not 32 lowercase hex digits", s)
+	}
+	return nil
+}
+
+// formatTime returns the one spelling of t: RFC 3339 in UTC with nanoseconds,
+// trailing zeros of the fraction dropped.
+func formatTime(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
+
+// parseTime parses the one spelling of a time.
+func parseTime(what, s string) (time.Time, error) {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil || formatTime(t) != s {
+		return time.Time{}, fmt.Errorf("%s %q is not an RFC 3339 UTC time", what, s)
+	}
+	return t.UTC(), nil
+}
+
+// checkTime requires t to survive formatTime and parseTime.
+func checkTime(what string, t time.Time) error {
+	_, err := parseTime(what, formatTime(t))
+	return err
+}

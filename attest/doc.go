@@ -1,0 +1,26 @@
+// Package attest holds layerseal's evidence formats: the change model, the
+// signed launch record and change statement, their Merkle tree, and their
+// verification. It is pure Go with no Linux dependencies, so a verifier
+// builds and runs anywhere.
+//
+// For most uses:
+//
+//   - make a key pair once with [GenerateKey]; load it with [LoadPrivateKey]
+//     before the agent starts;
+//   - sign a [LaunchRecord] with [SignLaunch] before the run and a
+//     [Statement] with [SignStatement] after it;
+//   - check them offline with [VerifyLaunch] and [VerifyStatement].
+//
+// Both artifacts are in-toto Statement v1 payloads in DSSE envelopes, so
+// standard Sigstore tooling can check their signatures too. Their predicate
+// types ([LaunchPredicateType], [StatementPredicateType]) are the format
+// tags; a verifier refuses any other. A statement commits to its entries with
+// an RFC 6962 Merkle tree over their leaf encodings ([Entry.MarshalLeaf]),
+// sorted by path bytes.
+//
+// Every value has exactly one valid encoding: paths and other byte strings
+// use the text form documented at [Path.MarshalText], and decoding is strict
+// (see [VerifyStatement]). Verification fails with an error that is either
+// [ErrNotVerified] (one opaque error for every failed cryptographic check) or
+// wraps [ErrMalformed].
+package attest

@@ -1,0 +1,88 @@
+package attest
+
+import (
+	"bytes"
+	"crypto/ed25519"
+	"fmt"
+	"strconv"
+)
+
+// PayloadType is the DSSE payload type of every layerseal envelope.
+const PayloadType = "application/vnd.in-toto+json"
+
+// envelope is a DSSE envelope with exactly one signature. Its file form is
+// its canonical JSON followed by one newline:
+//
+//	{"payloadType":"application/vnd.in-toto+json","payload":"<base64>","signatures":[{"keyid":"<key id>","sig":"<base64>"}]}
+//
+// with base64 the standard alphabet with padding.
+type envelope struct {
+	PayloadType string      `json:"payloadType"`
+	Payload     []byte      `json:"payload"`
+	Signatures  []signature `json:"signatures"`
+}
+
+type signature struct {
+	KeyID string `json:"keyid"`
+	Sig   []byte `json:"sig"`
+}
+
+// pae is DSSE's pre-authentication encoding, the bytes a signature covers:
+// "DSSEv1" SP LEN(type) SP type SP LEN(body) SP body, lengths in decimal.
+func pae(typ string, body []byte) []byte {
+	var b bytes.Buffer
+	b.WriteString("DSSEv1 ")
+	b.WriteString(strconv.Itoa(len(typ)))
+	b.WriteByte(' ')
+	b.WriteString(typ)
+	b.WriteByte(' ')
+	b.WriteString(strconv.Itoa(len(body)))
+	b.WriteByte(' ')
+	b.Write(body)
+	return b.Bytes()
+}
+
+// seal signs payload and returns the envelope file bytes.
+func seal(s *Signer, payload []byte) ([]byte, error) {
+	env := envelope{
+		PayloadType: PayloadType,
+		Payload:     payload,
+		Signatures:  []signature{{KeyID: s.KeyID(), Sig: s.sign(pae(PayloadType, payload))}},
+	}
+	b, err := canonicalJSON(&env)
+	if err != nil {
+		return nil, fmt.Errorf("encode envelope: %w", err)
+	}
+	return append(b, '\n'), nil
+}
+
+// open parses envelope file bytes of at most max bytes strictly and checks
+// its one signature with pub, returning the signed payload. Malformed input
+// gives an error wrapping ErrMalformed; a signature that is not pub's valid
+// signature gives ErrNotVerified.
+func open(file []byte, max int, pub ed25519.PublicKey) ([]byte, error) {
+	if len(pub) != ed25519.PublicKeySize {
+		return nil, fmt.Errorf("verify: ed25519 public key of %d bytes", len(pub))
+	}
+	if len(file) > max {
+		return nil, malformed("envelope of %d bytes is over the limit of %d", len(file), max)
+	}
+	var env envelope
+	if err := strictJSON(file, &env, "envelope"); err != nil {
+		return nil, err
+	}
+	if env.PayloadType != PayloadType {
+		return nil, malformed("unsupported payload type %q", env.PayloadType)
+	}
+	if len(env.Signatures) != 1 {
+		return nil, malformed("envelope has %d signatures, want 1", len(env.Signatures))
+	}
+	if err := canonicalCheck(file, &env, true, "envelope"); err != nil {
+		return nil, err
+	}
+	sig := env.Signatures[0]
+	if sig.KeyID != KeyID(pub) || !ed25519.Verify(pub, pae(env.PayloadType, env.Payload), sig.Sig) {
+		return nil, ErrNotVerified
+	}
+	return env.Payload, nil
+}

@@ -1,0 +1,260 @@
+package attest
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+)
+
+// LaunchRecord is what layerseal pinned before the agent started. It is
+// signed with SignLaunch as an in-toto statement of predicate type
+// LaunchPredicateType whose one subject is named "launch:" + SessionID with
+// the SHA-256 of the canonical predicate JSON as its digest.
+//
+// The predicate's JSON members, all present, in this order:
+//
+//	session_id    32 lowercase hex digits
+//	key_id        KeyID of the signing key
+//	workspace     host path, text form of Bytes
+//	lower         {"dev","ino","mount_id": decimal strings, "mount_id_known": bool}
+//	overlay       {"options","missing": arrays of Bytes text}
+//	kernel        {"release": string, "features": object of bools, keys sorted}
+//	agent         the OCI runtime-spec process object, with its own member names
+//	policy        {"digest_cap","max_entries","max_dir_entries": decimal strings,
+//	               "time_budget": Go duration string, "exclude","protect": arrays of paths}
+//	tool_version  string
+//	started       RFC 3339 UTC time with nanoseconds, trailing zeros dropped
+type LaunchRecord struct {
+	SessionID   string // NewSessionID
+	KeyID       string // set by SignLaunch
+	Workspace   Bytes  // the workspace's host path
+	Lower       LowerIdentity
+	Overlay     OverlayOptions
+	Kernel      Kernel
+	Agent       specs.Process // argv, env, cwd, user, capabilities, rlimits, no_new_privileges
+	Policy      Policy
+	ToolVersion string
+	Started     time.Time
+}
+
+// LowerIdentity identifies the lower layer (the real workspace directory).
+type LowerIdentity struct {
+	Dev, Ino uint64
+	// MountID is the statx mount ID; 0 with MountIDKnown false when the
+	// kernel cannot report it.
+	MountID      uint64
+	MountIDKnown bool
+}
+
+// OverlayOptions are the overlay mount's options.
+type OverlayOptions struct {
+	Options []string // exactly as mounted (mountinfo), in order
+	Missing []string // pinned options the kernel refused or did not show
+}
+
+// Kernel describes the kernel the session ran on.
+type Kernel struct {
+	Release  string          // uname release
+	Features map[string]bool // features found by trying, by name
+}
+
+// Policy is the session's declared scope and limits.
+type Policy struct {
+	DigestCap     int64         // largest regular file hashed, in bytes
+	MaxEntries    int64         // entry budget of the walk
+	MaxDirEntries int64         // per-directory entry limit
+	TimeBudget    time.Duration // time budget of the walk
+	Exclude       []Path        // workspace paths declared out of scope
+	Protect       []Path        // workspace paths the agent may not change
+}
+
+// NewSessionID returns a random 128-bit session ID in lowercase hex.
+func NewSessionID() string {
+	var b [16]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+type launchJSON struct {
+	SessionID   string        `json:"session_id"`
+	KeyID       string        `json:"key_id"`
+	Workspace   Bytes         `json:"workspace"`
+	Lower       lowerJSON     `json:"lower"`
+	Overlay     overlayJSON   `json:"overlay"`
+	Kernel      kernelJSON    `json:"kernel"`
+	Agent       specs.Process `json:"agent"`
+	Policy      policyJSON    `json:"policy"`
+	ToolVersion string        `json:"tool_version"`
+	Started     string        `json:"started"`
+}
+
+type lowerJSON struct {
+	Dev          uint64 `json:"dev,string"`
+	Ino          uint64 `json:"ino,string"`
+	MountID      uint64 `json:"mount_id,string"`
+	MountIDKnown bool   `json:"mount_id_known"`
+}
+
+type overlayJSON struct {
+	Options []Bytes `json:"options"`
+	Missing []Bytes `json:"missing"`
+}
+
+type kernelJSON struct {
+	Release  string          `json:"release"`
+	Features map[string]bool `json:"features"`
+}
+
+type policyJSON struct {
+	DigestCap     int64  `json:"digest_cap,string"`
+	MaxEntries    int64  `json:"max_entries,string"`
+	MaxDirEntries int64  `json:"max_dir_entries,string"`
+	TimeBudget    string `json:"time_budget"`
+	Exclude       []Path `json:"exclude"`
+	Protect       []Path `json:"protect"`
+}
+
+func toBytes(ss []string) []Bytes {
+	out := make([]Bytes, len(ss))
+	for i, s := range ss {
+		out[i] = Bytes(s)
+	}
+	return out
+}
+
+func fromBytes(bs []Bytes) []string {
+	if len(bs) == 0 {
+		return nil
+	}
+	out := make([]string, len(bs))
+	for i, b := range bs {
+		out[i] = string(b)
+	}
+	return out
+}
+
+func nilIfEmpty[T any](s []T) []T {
+	if len(s) == 0 {
+		return nil
+	}
+	return s
+}
+
+func (l *LaunchRecord) toJSON() *launchJSON {
+	return &launchJSON{
+		SessionID:   l.SessionID,
+		KeyID:       l.KeyID,
+		Workspace:   l.Workspace,
+		Lower:       lowerJSON(l.Lower),
+		Overlay:     overlayJSON{Options: toBytes(l.Overlay.Options), Missing: toBytes(l.Overlay.Missing)},
+		Kernel:      kernelJSON{Release: l.Kernel.Release, Features: l.Kernel.Features},
+		Agent:       l.Agent,
+		Policy:      policyJSON{l.Policy.DigestCap, l.Policy.MaxEntries, l.Policy.MaxDirEntries, l.Policy.TimeBudget.String(), l.Policy.Exclude, l.Policy.Protect},
+		ToolVersion: l.ToolVersion,
+		Started:     formatTime(l.Started),
+	}
+}
+
+// fromJSON converts a decoded predicate, refusing values with no model form.
+func (j *launchJSON) fromJSON() (*LaunchRecord, error) {
+	started, err := parseTime("started", j.Started)
+	if err != nil {
+		return nil, err
+	}
+	budget, err := time.ParseDuration(j.Policy.TimeBudget)
+	if err != nil || budget.String() != j.Policy.TimeBudget {
+		return nil, fmt.Errorf("time budget %q is not a Go duration string", j.Policy.TimeBudget)
+	}
+	features := j.Kernel.Features
+	if len(features) == 0 {
+		features = nil
+	}
+	return &LaunchRecord{
+		SessionID:   j.SessionID,
+		KeyID:       j.KeyID,
+		Workspace:   j.Workspace,
+		Lower:       LowerIdentity(j.Lower),
+		Overlay:     OverlayOptions{Options: fromBytes(j.Overlay.Options), Missing: fromBytes(j.Overlay.Missing)},
+		Kernel:      Kernel{Release: j.Kernel.Release, Features: features},
+		Agent:       j.Agent,
+		Policy:      Policy{j.Policy.DigestCap, j.Policy.MaxEntries, j.Policy.MaxDirEntries, budget, nilIfEmpty(j.Policy.Exclude), nilIfEmpty(j.Policy.Protect)},
+		ToolVersion: j.ToolVersion,
+		Started:     started,
+	}, nil
+}
+
+// validText refuses strings that are not UTF-8 or hold control characters.
+func validText(what, s string) error {
+	if !utf8.ValidString(s) {
+		return fmt.Errorf("%s %q is not valid UTF-8", what, s)
+	}
+	if strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 || r == 0x7F || hidden(r) }) {
+		return fmt.Errorf("%s %q holds control or invisible characters", what, s)
+	}
+	return nil
+}
+
+func validPaths(what string, ps []Path) error {
+	for _, p := range ps {
+		if err := p.Valid(); err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+	}
+	return nil
+}
+
+// validate checks the values of l.
+func (l *LaunchRecord) validate() error {
+	if err := checkSessionID(l.SessionID); err != nil {
+		return err
+	}
+	if err := checkHex("key id", l.KeyID); err != nil {
+		return err
+	}
+	if l.Workspace == "" || strings.IndexByte(string(l.Workspace), 0) >= 0 {
+		return fmt.Errorf("workspace %q is empty or holds NUL", string(l.Workspace))
+	}
+	if !l.Lower.MountIDKnown && l.Lower.MountID != 0 {
+		return fmt.Errorf("lower mount id %d given but marked unknown", l.Lower.MountID)
+	}
+	for _, o := range append(append([]string(nil), l.Overlay.Options...), l.Overlay.Missing...) {
+		if o == "" || strings.IndexByte(o, 0) >= 0 {
+			return fmt.Errorf("overlay option %q is empty or holds NUL", o)
+		}
+	}
+	if err := validText("kernel release", l.Kernel.Release); err != nil {
+		return err
+	}
+	for name := range l.Kernel.Features {
+		if name == "" {
+			return errors.New("kernel feature with empty name")
+		}
+		if err := validText("kernel feature", name); err != nil {
+			return err
+		}
+	}
+	if len(l.Agent.Args) == 0 {
+		return errors.New("agent has no argv")
+	}
+	p := l.Policy
+	if p.DigestCap < 0 || p.MaxEntries < 0 || p.MaxDirEntries < 0 || p.TimeBudget < 0 {
+		return fmt.Errorf("policy has a negative limit (digest cap %d, max entries %d, max dir entries %d, time budget %s)",
+			p.DigestCap, p.MaxEntries, p.MaxDirEntries, p.TimeBudget)
+	}
+	if err := validPaths("policy exclude", p.Exclude); err != nil {
+		return err
+	}
+	if err := validPaths("policy protect", p.Protect); err != nil {
+		return err
+	}
+	if err := validText("tool version", l.ToolVersion); err != nil {
+		return err
+	}
+	return checkTime("started", l.Started)
+}

@@ -1,0 +1,72 @@
+package attest
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+)
+
+// SignLaunch sets l.KeyID to the signer's key ID, checks l, and returns the
+// envelope file bytes of the signed launch record (canonical JSON and a
+// newline). The statement of the session refers to these exact bytes.
+func SignLaunch(s *Signer, l *LaunchRecord) ([]byte, error) {
+	if s == nil {
+		return nil, errors.New("sign launch: no signer")
+	}
+	l.KeyID = s.KeyID()
+	if err := l.validate(); err != nil {
+		return nil, fmt.Errorf("sign launch: %w", err)
+	}
+	pj := l.toJSON()
+	pred, err := canonicalJSON(pj)
+	if err != nil {
+		return nil, fmt.Errorf("sign launch: encode: %w", err)
+	}
+	payload, err := makeInToto(launchSubjectPrefix+l.SessionID, predicateDigest(pred), LaunchPredicateType, pj)
+	if err != nil {
+		return nil, fmt.Errorf("sign launch: %w", err)
+	}
+	// The payload must read back as it was written; this refuses values
+	// without one spelling before they are signed.
+	if _, err := parseLaunchPayload(payload); err != nil {
+		return nil, fmt.Errorf("sign launch: %w", err)
+	}
+	return seal(s, payload)
+}
+
+// SignStatement sets st.KeyID to the signer's key ID, st.Root and st.Count
+// from st.Entries and st.Complete from st.Incomplete, checks st, and returns
+// the envelope file bytes of the signed statement (canonical JSON and a
+// newline). It costs what MerkleRoot does, plus encoding.
+func SignStatement(s *Signer, st *Statement) ([]byte, error) {
+	if s == nil {
+		return nil, errors.New("sign statement: no signer")
+	}
+	root, err := MerkleRoot(st.Entries)
+	if err != nil {
+		return nil, fmt.Errorf("sign statement: %w", err)
+	}
+	st.KeyID = s.KeyID()
+	st.Root = root
+	st.Count = uint64(len(st.Entries))
+	st.Complete = len(st.Incomplete) == 0
+	if err := st.validate(); err != nil {
+		return nil, fmt.Errorf("sign statement: %w", err)
+	}
+	payload, err := makeInToto(StatementSubject, hex.EncodeToString(root), StatementPredicateType, st.toJSON())
+	if err != nil {
+		return nil, fmt.Errorf("sign statement: %w", err)
+	}
+	if _, err := parseStatementPayload(payload); err != nil {
+		return nil, fmt.Errorf("sign statement: %w", err)
+	}
+	return seal(s, payload)
+}
+
+// predicateDigest is the launch subject's digest: the lowercase hex SHA-256
+// of the canonical predicate JSON.
+func predicateDigest(pred []byte) string {
+	sum := sha256.Sum256(pred)
+	return hex.EncodeToString(sum[:])
+}
