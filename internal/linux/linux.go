@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
@@ -50,6 +51,9 @@ func DisableOpenat2() { openat2Missing.Store(true) }
 // and O_NOFOLLOW are always added.
 func OpenBeneath(dirfd int, name string, flags int) (int, error) {
 	flags |= unix.O_CLOEXEC | unix.O_NOFOLLOW
+	if name == "" || name[0] == '/' || hasDotDot(name) {
+		return -1, pathErr("open", name, unix.EXDEV)
+	}
 	if !openat2Missing.Load() {
 		how := unix.OpenHow{
 			Flags:   uint64(flags),
@@ -68,12 +72,28 @@ func OpenBeneath(dirfd int, name string, flags int) (int, error) {
 	return openComponents(dirfd, name, flags)
 }
 
-// openComponents is OpenBeneath's fallback: every intermediate component is
-// opened O_PATH|O_DIRECTORY|O_NOFOLLOW, so a symlink anywhere fails with
-// ELOOP or ENOTDIR, and ".." is refused.
+// hasDotDot reports whether the slash-separated name has a ".." component.
+func hasDotDot(name string) bool {
+	for comp := range strings.SplitSeq(name, "/") {
+		if comp == ".." {
+			return true
+		}
+	}
+	return false
+}
+
+// openComponents is OpenBeneath's fallback: every component is opened on
+// its own with O_NOFOLLOW (intermediate ones O_PATH|O_DIRECTORY), so a
+// symlink anywhere fails with ELOOP or ENOTDIR; ".." is refused, and a
+// component on another mount than dirfd fails with EXDEV.
 func openComponents(dirfd int, name string, flags int) (int, error) {
-	if name == "" || name[0] == '/' {
+	flags |= unix.O_CLOEXEC | unix.O_NOFOLLOW
+	if name == "" || name[0] == '/' || hasDotDot(name) {
 		return -1, pathErr("open", name, unix.EXDEV)
+	}
+	home, err := Lstat(dirfd, "")
+	if err != nil {
+		return -1, pathErr("open", name, errors.Unwrap(err))
 	}
 	cur := dirfd
 	closeCur := func() {
@@ -83,41 +103,79 @@ func openComponents(dirfd int, name string, flags int) (int, error) {
 	}
 	rest := name
 	for {
-		comp := rest
-		last := true
-		for i := 0; i < len(rest); i++ {
-			if rest[i] == '/' {
-				comp, rest, last = rest[:i], rest[i+1:], false
-				break
-			}
-		}
-		if comp == ".." {
-			closeCur()
-			return -1, pathErr("open", name, unix.EXDEV)
-		}
-		if comp == "" || comp == "." {
-			if last {
-				fd, err := Openat(cur, ".", flags)
-				closeCur()
-				return fd, err
-			}
+		comp, after, more := strings.Cut(rest, "/")
+		rest = after
+		if (comp == "" || comp == ".") && more {
 			continue
 		}
-		if last {
-			fd, err := Openat(cur, comp, flags)
-			closeCur()
-			if err != nil {
-				return -1, pathErr("open", name, errors.Unwrap(err))
-			}
-			return fd, nil
+		if comp == "" {
+			comp = "."
 		}
-		next, err := Openat(cur, comp, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC)
+		f := unix.O_PATH | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC
+		if !more {
+			f = flags
+		}
+		next, err := Openat(cur, comp, f)
 		closeCur()
 		if err != nil {
 			return -1, pathErr("open", name, errors.Unwrap(err))
 		}
 		cur = next
+		st, err := Lstat(cur, "")
+		if err == nil && !SameMount(home, st) {
+			err = unix.EXDEV
+		} else if err != nil {
+			err = errors.Unwrap(err)
+		}
+		if err != nil {
+			closeCur()
+			return -1, pathErr("open", name, err)
+		}
+		if !more {
+			return cur, nil
+		}
 	}
+}
+
+// SameMount reports whether a and b are on the same mount: by mount ID when
+// both have one, otherwise by st_dev (which cannot tell bind mounts of one
+// filesystem apart).
+func SameMount(a, b Stat) bool {
+	if a.HasMountID && b.HasMountID {
+		return a.MountID == b.MountID
+	}
+	return a.Dev == b.Dev
+}
+
+// Reopen opens the file that fd (typically an O_PATH descriptor whose
+// identity was already checked) refers to, through /proc/self/fd, so the
+// file opened is that inode and no other, whatever its name now points to.
+// O_CLOEXEC is always added.
+func Reopen(fd int, flags int) (int, error) {
+	return Openat(unix.AT_FDCWD, procFD(fd), flags)
+}
+
+// ReadDirNamesMax is ReadDirNames with a bound: when limit > 0 it stops
+// once it has more than limit names, so a caller learns that a directory
+// is over its limit without holding all of it.
+func ReadDirNamesMax(fd int, limit int) ([]string, error) {
+	buf := make([]byte, 32<<10)
+	var names []string
+	for limit <= 0 || len(names) <= limit {
+		var n int
+		err := ignoringEINTR(func() (err error) {
+			n, err = unix.Getdents(fd, buf)
+			return err
+		})
+		if err != nil {
+			return nil, pathErr("getdents", procFD(fd), err)
+		}
+		if n <= 0 {
+			break
+		}
+		_, _, names = unix.ParseDirent(buf[:n], -1, names)
+	}
+	return names, nil
 }
 
 // Openat is openat(2) with EINTR retried; O_CLOEXEC is always added.
@@ -129,9 +187,6 @@ func Openat(dirfd int, name string, flags int) (int, error) {
 	})
 	return fd, pathErr("openat", name, err)
 }
-
-// statxMountIDUnique is STATX_MNT_ID_UNIQUE (Linux 6.8).
-const statxMountIDUnique = 0x4000
 
 // StatxMask is what Lstat asks the kernel for.
 const StatxMask = unix.STATX_BASIC_STATS | unix.STATX_BTIME | unix.STATX_MNT_ID
