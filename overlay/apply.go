@@ -1,0 +1,918 @@
+package overlay
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash"
+	"sort"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/layerseal/layerseal/attest"
+	"github.com/layerseal/layerseal/internal/linux"
+)
+
+// ErrNotAttested means the upper layer does not hold what the statement says
+// (size, digest or type of a file to be copied, or a hard-link source).
+// Apply refuses such an entry and replaces nothing with it; running Apply
+// again does not help, since the upper layer is not what was attested.
+var ErrNotAttested = errors.New("upper layer differs from the statement")
+
+// ApplyError is the error Apply returns: the entry path (or the directory
+// being finished) and the operation that failed. Unless Err wraps
+// ErrNotAttested, the workspace is in a state that running Apply again with
+// the same entries completes.
+type ApplyError struct {
+	Path attest.Path
+	Op   string // e.g. "rename", "verify", "unlink", "setxattr"
+	Err  error
+}
+
+func (e *ApplyError) Error() string {
+	return fmt.Sprintf("apply: %s %q: %v", e.Op, string(e.Path), e.Err)
+}
+
+func (e *ApplyError) Unwrap() error { return e.Err }
+
+// ApplyOptions tunes Apply. The zero value is ready to use.
+type ApplyOptions struct {
+	// Progress, when set, is called before each change Apply makes to the
+	// workspace, with the operation ("mkdir", "write", "link", "rename",
+	// "unlink", "rmdir", "chown", "chmod", "setxattr", "removexattr",
+	// "utimens", ...) and the path it serves.
+	Progress func(op string, p attest.Path)
+
+	// crashAt, in tests, is asked before each change; when it returns
+	// true Apply stops at once as if the process had died there, leaving
+	// temporary files in place.
+	crashAt func(step int) bool
+}
+
+// applyTempPrefix starts the name of every temporary file Apply makes in
+// the workspace.
+const applyTempPrefix = ".layerseal-tmp-"
+
+// errApplyCrash is returned when ApplyOptions.crashAt stops a run.
+var errApplyCrash = errors.New("simulated crash")
+
+// Apply makes the workspace (the overlay's lower layer, no longer mounted)
+// equal to the merged view the entries describe, reading new file contents
+// from the upper layer, which it never modifies.
+//
+// entries are a statement's entries: unique paths, each Deleted entry for
+// every path removed (those beneath a deleted or replaced directory
+// included). Apply removes deleted paths deepest first; creates
+// directories; writes every added or modified regular file from the upper
+// layer into a temporary file beside its target, refusing it with
+// ErrNotAttested unless its size and SHA-256 match the entry; recreates
+// symlinks, FIFOs, sockets and devices; sets owner, mode, the exact set of
+// extended attributes (overlay-private trusted.overlay.* and user.overlay.*
+// names already present are left alone) and mtime; and renames each result
+// over its target atomically. Files sharing an inode in the merged view
+// (State.Link) end up as hard links of one inode. Directory mtimes are set
+// last, deepest first; directories Apply only had to write into get back
+// the mtime the upper layer records for them.
+//
+// Every operation is relative to a descriptor of the workspace root and
+// refuses symlinks and mount crossings in any path component. Each step can
+// be repeated, so after a failure or crash running Apply again with the same
+// entries finishes the job and removes the temporary files the failed run
+// left (named ".layerseal-tmp-" plus a tag of the entry set). On success the
+// workspace's filesystem has been synced.
+func Apply(upper, workspace string, entries []attest.Entry, opt ApplyOptions) error {
+	a := &applier{opt: opt, root: -1, upper: -1}
+	defer a.close()
+	var err error
+	if a.root, err = linux.Openat(unix.AT_FDCWD, workspace, unix.O_PATH|unix.O_DIRECTORY); err != nil {
+		return &ApplyError{Path: attest.Root, Op: "open workspace", Err: err}
+	}
+	if a.upper, err = linux.Openat(unix.AT_FDCWD, upper, unix.O_PATH|unix.O_DIRECTORY); err != nil {
+		return &ApplyError{Path: attest.Root, Op: "open upper layer", Err: err}
+	}
+	if err := a.plan(entries); err != nil {
+		return err
+	}
+	for _, step := range []func() error{a.deleteAll, a.createAll, a.linkAll, a.finishDirs} {
+		if err := step(); err != nil {
+			return err
+		}
+	}
+	if err := linux.Syncfs(a.root); err != nil {
+		return &ApplyError{Path: attest.Root, Op: "syncfs", Err: err}
+	}
+	return nil
+}
+
+// applier holds one run of Apply.
+type applier struct {
+	opt   ApplyOptions
+	root  int // O_PATH descriptor of the workspace root
+	upper int // O_PATH descriptor of the upper layer's root
+
+	entries []attest.Entry      // sorted, root first
+	index   map[attest.Path]int // path → position in entries
+	tag     string              // names this entry set's temporary files
+
+	groups    []applyGroup        // hard-link groups, by anchor path
+	restore   []attest.Path       // unchanged directories Apply writes into
+	restoreNS map[attest.Path]int64 // their mtimes before this run (fallback)
+	written   map[attest.Path]bool  // regular files written from the upper layer
+	steps     int
+}
+
+// applyGroup is one inode of the merged view with several names.
+type applyGroup struct {
+	anchor  attest.Path   // State.Link of the members: the smallest name
+	members []attest.Path // every other name, listed or not, sorted
+}
+
+func (a *applier) close() {
+	for _, fd := range []int{a.root, a.upper} {
+		if fd >= 0 {
+			unix.Close(fd)
+		}
+	}
+}
+
+// applyLess orders paths by bytes with the root first.
+func applyLess(p, q attest.Path) bool {
+	if p == attest.Root || q == attest.Root {
+		return p == attest.Root && q != attest.Root
+	}
+	return p < q
+}
+
+// applySplit returns the parent directory and last component of p.
+func applySplit(p attest.Path) (attest.Path, string) {
+	i := strings.LastIndexByte(string(p), '/')
+	if i < 0 {
+		return attest.Root, string(p)
+	}
+	return p[:i], string(p[i+1:])
+}
+
+// applyCheckPath reports whether p is a well-formed attest.Path.
+func applyCheckPath(p attest.Path) error {
+	if p == attest.Root {
+		return nil
+	}
+	if p == "" || strings.IndexByte(string(p), 0) >= 0 {
+		return fmt.Errorf("malformed path %q", string(p))
+	}
+	for _, c := range strings.Split(string(p), "/") {
+		if c == "" || c == "." || c == ".." {
+			return fmt.Errorf("malformed path %q", string(p))
+		}
+	}
+	return nil
+}
+
+// applyCheckState checks what Apply needs of a New state.
+func applyCheckState(p attest.Path, s *attest.State) error {
+	switch s.Type {
+	case attest.File, attest.Dir, attest.Symlink, attest.FIFO, attest.Socket, attest.CharDev, attest.BlockDev:
+	default:
+		return fmt.Errorf("unknown type %q", s.Type)
+	}
+	if s.Mode&^07777 != 0 {
+		return fmt.Errorf("mode %#o has bits beyond 07777", s.Mode)
+	}
+	if p == attest.Root && s.Type != attest.Dir {
+		return fmt.Errorf("root is a %s, not a directory", s.Type)
+	}
+	if s.Type == attest.Symlink && (s.Target == "" || strings.IndexByte(string(s.Target), 0) >= 0) {
+		return fmt.Errorf("bad symlink target %q", string(s.Target))
+	}
+	if s.SHA256 != nil && len(s.SHA256) != sha256.Size {
+		return fmt.Errorf("sha256 of %d bytes", len(s.SHA256))
+	}
+	if s.Link != "" {
+		if s.Type != attest.File {
+			return fmt.Errorf("link %q on a %s", string(s.Link), s.Type)
+		}
+		if err := applyCheckPath(s.Link); err != nil || s.Link == attest.Root || applyLess(p, s.Link) {
+			return fmt.Errorf("bad link %q: must be a path not after %q", string(s.Link), string(p))
+		}
+	}
+	return nil
+}
+
+// isLinker reports whether e must become a hard link to another path.
+func isLinker(e *attest.Entry) bool {
+	return e.New != nil && e.New.Link != "" && e.New.Link != e.Path
+}
+
+// plan validates the entries and works out, before anything changes, the
+// hard-link groups, the directories whose mtime must be restored and the
+// sizes and types of the upper files to copy.
+func (a *applier) plan(in []attest.Entry) error {
+	a.entries = append([]attest.Entry(nil), in...)
+	sort.Slice(a.entries, func(i, j int) bool { return applyLess(a.entries[i].Path, a.entries[j].Path) })
+	a.index = make(map[attest.Path]int, len(a.entries))
+	a.written = map[attest.Path]bool{}
+	tag := sha256.New()
+	for i := range a.entries {
+		e := &a.entries[i]
+		bad := func(err error) error { return &ApplyError{Path: e.Path, Op: "check entry", Err: err} }
+		if err := applyCheckPath(e.Path); err != nil {
+			return bad(err)
+		}
+		if i > 0 && a.entries[i-1].Path == e.Path {
+			return bad(errors.New("path listed twice"))
+		}
+		a.index[e.Path] = i
+		switch e.Change {
+		case attest.Deleted:
+			if e.New != nil {
+				return bad(errors.New("deleted entry with a new state"))
+			}
+			if e.Path == attest.Root {
+				return bad(errors.New("the root cannot be deleted"))
+			}
+		case attest.Added, attest.Modified, attest.Metadata, attest.Replaced, attest.TypeChange:
+			if e.New == nil {
+				return bad(fmt.Errorf("%s entry without a new state", e.Change))
+			}
+			if err := applyCheckState(e.Path, e.New); err != nil {
+				return bad(err)
+			}
+			if e.Change == attest.Replaced && e.New.Type != attest.Dir {
+				return bad(fmt.Errorf("replaced entry is a %s, not a directory", e.New.Type))
+			}
+			if e.Change == attest.TypeChange && e.Old == nil {
+				return bad(errors.New("type change without an old state"))
+			}
+		default:
+			return bad(fmt.Errorf("unknown change %q", e.Change))
+		}
+		fmt.Fprintf(tag, "%d:%s%s\x00", len(e.Path), e.Path, e.Change)
+	}
+	a.tag = hex.EncodeToString(tag.Sum(nil)[:6])
+
+	// Check the upper files to copy: type and size (digests are checked
+	// while copying).
+	for i := range a.entries {
+		e := &a.entries[i]
+		if e.New == nil || e.New.Type != attest.File || isLinker(e) {
+			continue
+		}
+		st, err := a.upperStat(e.Path)
+		if err != nil {
+			return &ApplyError{Path: e.Path, Op: "stat upper", Err: err}
+		}
+		if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size != e.New.Size {
+			return &ApplyError{Path: e.Path, Op: "verify", Err: fmt.Errorf("%w: upper file has mode %#o and size %d, statement says a file of %d bytes", ErrNotAttested, st.Mode, st.Size, e.New.Size)}
+		}
+	}
+	if err := a.planGroups(); err != nil {
+		return err
+	}
+
+	// Directories Apply writes into that are not entries themselves keep
+	// the merged view's (= the upper layer's) mtime.
+	seen := map[attest.Path]bool{}
+	addParent := func(p attest.Path) {
+		if p == attest.Root {
+			return
+		}
+		dir, _ := applySplit(p)
+		if _, listed := a.index[dir]; !listed && !seen[dir] {
+			seen[dir] = true
+			a.restore = append(a.restore, dir)
+		}
+	}
+	for i := range a.entries {
+		addParent(a.entries[i].Path)
+	}
+	for _, g := range a.groups {
+		for _, m := range g.members {
+			addParent(m)
+		}
+	}
+	a.restoreNS = map[attest.Path]int64{}
+	for _, dir := range a.restore {
+		if st, err := a.stat(dir); err == nil {
+			a.restoreNS[dir] = st.MtimeNS
+		}
+	}
+	return nil
+}
+
+// planGroups collects the hard-link groups: the listed members of each,
+// plus unlisted upper names of the same inode (unchanged files the agent
+// linked to), found by walking the upper layer only when the upper inode
+// has more names than the entries list.
+func (a *applier) planGroups() error {
+	byAnchor := map[attest.Path][]attest.Path{}
+	var anchors []attest.Path
+	for i := range a.entries {
+		e := &a.entries[i]
+		if e.New == nil || e.New.Link == "" {
+			continue
+		}
+		l := e.New.Link
+		if _, ok := byAnchor[l]; !ok {
+			byAnchor[l] = nil
+			anchors = append(anchors, l)
+		}
+		if l != e.Path {
+			byAnchor[l] = append(byAnchor[l], e.Path)
+		}
+	}
+	sort.Slice(anchors, func(i, j int) bool { return anchors[i] < anchors[j] })
+	var inodes map[[2]uint64][]attest.Path
+	for _, l := range anchors {
+		if i, ok := a.index[l]; ok {
+			le := &a.entries[i]
+			if le.New == nil || le.New.Type != attest.File || le.New.Link != l {
+				return &ApplyError{Path: l, Op: "check entry", Err: errors.New("hard-link anchor is not a regular file linked to itself")}
+			}
+		}
+		st, err := a.upperStat(l)
+		if err != nil {
+			return &ApplyError{Path: l, Op: "stat upper", Err: err}
+		}
+		if st.Mode&unix.S_IFMT != unix.S_IFREG {
+			return &ApplyError{Path: l, Op: "verify", Err: fmt.Errorf("%w: hard-link anchor has mode %#o in the upper layer", ErrNotAttested, st.Mode)}
+		}
+		members := byAnchor[l]
+		if int(st.Nlink) > len(members)+1 {
+			if inodes == nil {
+				inodes = map[[2]uint64][]attest.Path{}
+				if err := a.walkUpper(a.upper, attest.Root, inodes); err != nil {
+					return err
+				}
+			}
+			for _, p := range inodes[[2]uint64{st.Dev, st.Ino}] {
+				if _, listed := a.index[p]; !listed {
+					members = append(members, p)
+				}
+			}
+		}
+		sort.Slice(members, func(i, j int) bool { return members[i] < members[j] })
+		if len(members) > 0 {
+			a.groups = append(a.groups, applyGroup{anchor: l, members: members})
+		}
+	}
+	return nil
+}
+
+// walkUpper records the names of every regular file with several links in
+// the upper directory dirfd (path p).
+func (a *applier) walkUpper(dirfd int, p attest.Path, inodes map[[2]uint64][]attest.Path) error {
+	fd, err := linux.OpenBeneath(dirfd, ".", unix.O_RDONLY|unix.O_DIRECTORY)
+	if err != nil {
+		return &ApplyError{Path: p, Op: "open upper", Err: err}
+	}
+	defer unix.Close(fd)
+	names, err := linux.ReadDirNames(fd)
+	if err != nil {
+		return &ApplyError{Path: p, Op: "read upper", Err: err}
+	}
+	for _, name := range names {
+		child := attest.Path(name)
+		if p != attest.Root {
+			child = p + "/" + child
+		}
+		st, err := linux.Lstat(fd, name)
+		if err != nil {
+			return &ApplyError{Path: child, Op: "stat upper", Err: err}
+		}
+		switch st.Mode & unix.S_IFMT {
+		case unix.S_IFREG:
+			if st.Nlink > 1 {
+				k := [2]uint64{st.Dev, st.Ino}
+				inodes[k] = append(inodes[k], child)
+			}
+		case unix.S_IFDIR:
+			sub, err := linux.OpenBeneath(fd, name, unix.O_PATH|unix.O_DIRECTORY)
+			if err != nil {
+				return &ApplyError{Path: child, Op: "open upper", Err: err}
+			}
+			err = a.walkUpper(sub, child, inodes)
+			unix.Close(sub)
+			if err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// upperStat stats p in the upper layer without following symlinks.
+func (a *applier) upperStat(p attest.Path) (linux.Stat, error) {
+	fd, err := linux.OpenBeneath(a.upper, string(p), unix.O_PATH)
+	if err != nil {
+		return linux.Stat{}, err
+	}
+	defer unix.Close(fd)
+	return linux.Lstat(fd, "")
+}
+
+// stat stats p in the workspace without following symlinks.
+func (a *applier) stat(p attest.Path) (linux.Stat, error) {
+	fd, err := linux.OpenBeneath(a.root, string(p), unix.O_PATH)
+	if err != nil {
+		return linux.Stat{}, err
+	}
+	defer unix.Close(fd)
+	return linux.Lstat(fd, "")
+}
+
+// step announces one change to the workspace; it fails only when a test
+// simulates a crash there.
+func (a *applier) step(op string, p attest.Path) error {
+	a.steps++
+	if a.opt.Progress != nil {
+		a.opt.Progress(op, p)
+	}
+	if a.opt.crashAt != nil && a.opt.crashAt(a.steps) {
+		return &ApplyError{Path: p, Op: op, Err: errApplyCrash}
+	}
+	return nil
+}
+
+// openParent opens the workspace directory holding p (O_PATH) and returns
+// it with p's last component. A parent that is missing or not a
+// directory is reported as unix.ENOENT or unix.ENOTDIR.
+func (a *applier) openParent(p attest.Path) (int, string, error) {
+	dir, base := applySplit(p)
+	fd, err := linux.OpenBeneath(a.root, string(dir), unix.O_PATH|unix.O_DIRECTORY)
+	return fd, base, err
+}
+
+// tempName is the temporary name for entry i (or for the hard-link group
+// member m when i < 0): fixed for a given entry set, so a re-run finds and
+// replaces what a failed run left.
+func (a *applier) tempName(i int, m attest.Path) string {
+	if i >= 0 {
+		return applyTempPrefix + a.tag + "-" + strconv.Itoa(i)
+	}
+	sum := sha256.Sum256([]byte(m))
+	return applyTempPrefix + a.tag + "-l" + hex.EncodeToString(sum[:6])
+}
+
+// clearTemp removes a temporary name left by an earlier run.
+func (a *applier) clearTemp(dirfd int, tmp string, p attest.Path) error {
+	if _, err := linux.Lstat(dirfd, tmp); errors.Is(err, unix.ENOENT) {
+		return nil
+	}
+	if err := a.step("unlink", p); err != nil {
+		return err
+	}
+	if err := linux.Unlinkat(dirfd, tmp, 0); err != nil && !errors.Is(err, unix.ENOENT) {
+		return &ApplyError{Path: p, Op: "unlink", Err: err}
+	}
+	return nil
+}
+
+// dropTemp removes a temporary name after a failure (not after a
+// simulated crash, which must leave it like a real one would).
+func (a *applier) dropTemp(dirfd int, tmp string, err error) {
+	if !errors.Is(err, errApplyCrash) {
+		linux.Unlinkat(dirfd, tmp, 0)
+	}
+}
+
+// applyTypeBits maps a Type to its S_IFMT bits.
+func applyTypeBits(t attest.Type) uint32 {
+	switch t {
+	case attest.File:
+		return unix.S_IFREG
+	case attest.Dir:
+		return unix.S_IFDIR
+	case attest.Symlink:
+		return unix.S_IFLNK
+	case attest.FIFO:
+		return unix.S_IFIFO
+	case attest.Socket:
+		return unix.S_IFSOCK
+	case attest.CharDev:
+		return unix.S_IFCHR
+	case attest.BlockDev:
+		return unix.S_IFBLK
+	}
+	return 0
+}
+
+// deleteAll removes every deleted path and the old file of every type
+// change, deepest first. A path already gone counts as removed.
+func (a *applier) deleteAll() error {
+	for i := len(a.entries) - 1; i >= 0; i-- {
+		e := &a.entries[i]
+		if e.Change != attest.Deleted && e.Change != attest.TypeChange {
+			continue
+		}
+		if err := a.remove(e); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (a *applier) remove(e *attest.Entry) error {
+	dirfd, base, err := a.openParent(e.Path)
+	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
+		return nil
+	}
+	if err != nil {
+		return &ApplyError{Path: e.Path, Op: "open parent", Err: err}
+	}
+	defer unix.Close(dirfd)
+	st, err := linux.Lstat(dirfd, base)
+	if errors.Is(err, unix.ENOENT) {
+		return nil
+	}
+	if err != nil {
+		return &ApplyError{Path: e.Path, Op: "stat", Err: err}
+	}
+	isDir := st.Mode&unix.S_IFMT == unix.S_IFDIR
+	if e.Change == attest.TypeChange {
+		if st.Mode&unix.S_IFMT == applyTypeBits(e.New.Type) {
+			return nil // the new file is already there (an earlier run)
+		}
+		if isDir {
+			return a.removeTree(dirfd, base, e.Path)
+		}
+	}
+	op, flags := "unlink", 0
+	if isDir {
+		op, flags = "rmdir", unix.AT_REMOVEDIR
+	}
+	if err := a.step(op, e.Path); err != nil {
+		return err
+	}
+	if err := linux.Unlinkat(dirfd, base, flags); err != nil && !errors.Is(err, unix.ENOENT) {
+		return &ApplyError{Path: e.Path, Op: op, Err: err}
+	}
+	return nil
+}
+
+// removeTree removes the directory name in dirfd with all it holds,
+// never following a symlink or crossing a mount.
+func (a *applier) removeTree(dirfd int, name string, p attest.Path) error {
+	fd, err := linux.OpenBeneath(dirfd, name, unix.O_RDONLY|unix.O_DIRECTORY)
+	if err != nil {
+		return &ApplyError{Path: p, Op: "open", Err: err}
+	}
+	names, err := linux.ReadDirNames(fd)
+	if err != nil {
+		unix.Close(fd)
+		return &ApplyError{Path: p, Op: "read directory", Err: err}
+	}
+	for _, n := range names {
+		child := p + "/" + attest.Path(n)
+		st, err := linux.Lstat(fd, n)
+		if errors.Is(err, unix.ENOENT) {
+			continue
+		}
+		if err == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR {
+			err = a.removeTree(fd, n, child)
+		} else if err == nil {
+			if err = a.step("unlink", child); err == nil {
+				if err = linux.Unlinkat(fd, n, 0); err != nil && !errors.Is(err, unix.ENOENT) {
+					err = &ApplyError{Path: child, Op: "unlink", Err: err}
+				} else {
+					err = nil
+				}
+			}
+		} else {
+			err = &ApplyError{Path: child, Op: "stat", Err: err}
+		}
+		if err != nil {
+			unix.Close(fd)
+			return err
+		}
+	}
+	unix.Close(fd)
+	if err := a.step("rmdir", p); err != nil {
+		return err
+	}
+	if err := linux.Unlinkat(dirfd, name, unix.AT_REMOVEDIR); err != nil && !errors.Is(err, unix.ENOENT) {
+		return &ApplyError{Path: p, Op: "rmdir", Err: err}
+	}
+	return nil
+}
+
+// createAll creates or rewrites every entry with a new state except hard
+// links to another path, in path order so parents come first. Directory
+// metadata waits for finishDirs.
+func (a *applier) createAll() error {
+	for i := range a.entries {
+		e := &a.entries[i]
+		if e.New == nil || isLinker(e) {
+			continue
+		}
+		if err := a.create(i, e); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (a *applier) create(i int, e *attest.Entry) error {
+	if e.Path == attest.Root {
+		return nil // the root exists; its metadata is set in finishDirs
+	}
+	dirfd, base, err := a.openParent(e.Path)
+	if err != nil {
+		return &ApplyError{Path: e.Path, Op: "open parent", Err: err}
+	}
+	defer unix.Close(dirfd)
+	st, err := linux.Lstat(dirfd, base)
+	exists := err == nil
+	if err != nil && !errors.Is(err, unix.ENOENT) {
+		return &ApplyError{Path: e.Path, Op: "stat", Err: err}
+	}
+	switch e.New.Type {
+	case attest.Dir:
+		if exists {
+			if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+				return &ApplyError{Path: e.Path, Op: "mkdir", Err: fmt.Errorf("a file of mode %#o is in the way", st.Mode)}
+			}
+			return nil
+		}
+		if err := a.step("mkdir", e.Path); err != nil {
+			return err
+		}
+		if err := linux.Mkdirat(dirfd, base, 0o700); err != nil {
+			return &ApplyError{Path: e.Path, Op: "mkdir", Err: err}
+		}
+		return nil
+	case attest.File:
+		if e.Change == attest.Metadata && exists && st.Mode&unix.S_IFMT == unix.S_IFREG && st.Nlink == 1 {
+			return a.setInPlace(dirfd, base, e, st)
+		}
+		return a.writeFile(i, e, dirfd, base)
+	default:
+		return a.makeNode(i, e, dirfd, base)
+	}
+}
+
+// setInPlace changes only the metadata of the regular file base in dirfd,
+// which has no other name (so no other path shares the change).
+func (a *applier) setInPlace(dirfd int, base string, e *attest.Entry, st linux.Stat) error {
+	fd, err := linux.Openat(dirfd, base, unix.O_PATH|unix.O_NOFOLLOW)
+	if err != nil {
+		return &ApplyError{Path: e.Path, Op: "open", Err: err}
+	}
+	defer unix.Close(fd)
+	now, err := linux.Lstat(fd, "")
+	if err != nil {
+		return &ApplyError{Path: e.Path, Op: "stat", Err: err}
+	}
+	if now.Dev != st.Dev || now.Ino != st.Ino {
+		return &ApplyError{Path: e.Path, Op: "open", Err: errors.New("file replaced while being opened")}
+	}
+	return a.setMeta(fd, e.Path, e.New)
+}
+
+// writeFile copies e's upper file into a temporary file beside the target,
+// checks size and digest, sets the metadata and renames it over the target.
+func (a *applier) writeFile(i int, e *attest.Entry, dirfd int, base string) error {
+	src, err := linux.OpenBeneath(a.upper, string(e.Path), unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY)
+	if err != nil {
+		return &ApplyError{Path: e.Path, Op: "open upper", Err: err}
+	}
+	defer unix.Close(src)
+	st, err := linux.Lstat(src, "")
+	if err != nil {
+		return &ApplyError{Path: e.Path, Op: "stat upper", Err: err}
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size != e.New.Size {
+		return &ApplyError{Path: e.Path, Op: "verify", Err: fmt.Errorf("%w: upper file has mode %#o and size %d, statement says a file of %d bytes", ErrNotAttested, st.Mode, st.Size, e.New.Size)}
+	}
+	tmp := a.tempName(i, e.Path)
+	err = a.writeTemp(dirfd, tmp, e.Path, func(dst int) error {
+		var h hash.Hash
+		if e.New.SHA256 != nil {
+			h = sha256.New()
+		}
+		if err := applyCopy(dst, src, int64(e.New.Size), h); err != nil {
+			return &ApplyError{Path: e.Path, Op: "copy", Err: err}
+		}
+		if h != nil {
+			if sum := h.Sum(nil); !bytes.Equal(sum, e.New.SHA256) {
+				return &ApplyError{Path: e.Path, Op: "verify", Err: fmt.Errorf("%w: upper file has sha256 %x, statement says %x", ErrNotAttested, sum, e.New.SHA256)}
+			}
+		}
+		return a.setMeta(dst, e.Path, e.New)
+	})
+	if err != nil {
+		return err
+	}
+	if err := a.rename(dirfd, tmp, base, e.Path); err != nil {
+		return err
+	}
+	a.written[e.Path] = true
+	return nil
+}
+
+// writeTemp creates the temporary regular file tmp in dirfd (replacing one
+// left by an earlier run), lets fill write it, and removes it again if
+// fill fails.
+func (a *applier) writeTemp(dirfd int, tmp string, p attest.Path, fill func(fd int) error) error {
+	if err := a.clearTemp(dirfd, tmp, p); err != nil {
+		return err
+	}
+	if err := a.step("write", p); err != nil {
+		return err
+	}
+	dst, err := linux.Openat(dirfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW)
+	if err != nil {
+		return &ApplyError{Path: p, Op: "create", Err: err}
+	}
+	err = fill(dst)
+	unix.Close(dst)
+	if err != nil {
+		a.dropTemp(dirfd, tmp, err)
+	}
+	return err
+}
+
+// rename moves tmp over base in dirfd.
+func (a *applier) rename(dirfd int, tmp, base string, p attest.Path) error {
+	err := a.step("rename", p)
+	if err == nil {
+		if err = linux.Renameat2(dirfd, tmp, dirfd, base, 0); err != nil {
+			err = &ApplyError{Path: p, Op: "rename", Err: err}
+		}
+	}
+	if err != nil {
+		a.dropTemp(dirfd, tmp, err)
+	}
+	return err
+}
+
+// makeNode recreates a symlink, FIFO, socket or device beside its target
+// and renames it over the target.
+func (a *applier) makeNode(i int, e *attest.Entry, dirfd int, base string) error {
+	tmp := a.tempName(i, e.Path)
+	if err := a.clearTemp(dirfd, tmp, e.Path); err != nil {
+		return err
+	}
+	var err error
+	if e.New.Type == attest.Symlink {
+		if err = a.step("symlink", e.Path); err != nil {
+			return err
+		}
+		err = linux.Symlinkat(string(e.New.Target), dirfd, tmp)
+	} else {
+		if err = a.step("mknod", e.Path); err != nil {
+			return err
+		}
+		var rdev uint64
+		if e.New.Type == attest.CharDev || e.New.Type == attest.BlockDev {
+			rdev = e.New.Rdev
+		}
+		err = linux.Mknodat(dirfd, tmp, applyTypeBits(e.New.Type)|0o600, rdev)
+	}
+	if err != nil {
+		return &ApplyError{Path: e.Path, Op: "create", Err: err}
+	}
+	fd, err := linux.Openat(dirfd, tmp, unix.O_PATH|unix.O_NOFOLLOW)
+	if err != nil {
+		a.dropTemp(dirfd, tmp, err)
+		return &ApplyError{Path: e.Path, Op: "open", Err: err}
+	}
+	err = a.setMeta(fd, e.Path, e.New)
+	unix.Close(fd)
+	if err != nil {
+		a.dropTemp(dirfd, tmp, err)
+		return err
+	}
+	return a.rename(dirfd, tmp, base, e.Path)
+}
+
+// setMeta gives the file open at fd (any descriptor, O_PATH included)
+// s's owner, mode (after the owner: chown clears setuid), exact set of
+// extended attributes, and mtime (last; the atime is left alone).
+func (a *applier) setMeta(fd int, p attest.Path, s *attest.State) error {
+	if err := a.step("chown", p); err != nil {
+		return err
+	}
+	if err := linux.Fchownat(fd, "", s.UID, s.GID); err != nil {
+		return &ApplyError{Path: p, Op: "chown", Err: err}
+	}
+	if s.Type != attest.Symlink {
+		if err := a.step("chmod", p); err != nil {
+			return err
+		}
+		if err := linux.Fchmodat(fd, "", s.Mode); err != nil {
+			return &ApplyError{Path: p, Op: "chmod", Err: err}
+		}
+	}
+	if err := a.setXattrs(fd, p, s.Xattrs); err != nil {
+		return err
+	}
+	if err := a.step("utimens", p); err != nil {
+		return err
+	}
+	if err := linux.Utimensat(fd, "", linux.UtimeOmit, s.MtimeNS); err != nil {
+		return &ApplyError{Path: p, Op: "utimens", Err: err}
+	}
+	return nil
+}
+
+// applyOverlayPrivate reports whether an attribute name is in a namespace
+// overlayfs keeps for itself, which the merged view never shows.
+func applyOverlayPrivate(name string) bool {
+	return strings.HasPrefix(name, "trusted.overlay.") || strings.HasPrefix(name, "user.overlay.")
+}
+
+// setXattrs makes the extended attributes of the file open at fd exactly
+// want (overlay-private names present are left alone).
+func (a *applier) setXattrs(fd int, p attest.Path, want []attest.Xattr) error {
+	have, err := linux.Listxattr(fd)
+	if err != nil {
+		return &ApplyError{Path: p, Op: "listxattr", Err: err}
+	}
+	keep := make(map[string]bool, len(want))
+	for _, x := range want {
+		keep[x.Name] = true
+	}
+	for _, name := range have {
+		if keep[name] || applyOverlayPrivate(name) {
+			continue
+		}
+		if err := a.step("removexattr", p); err != nil {
+			return err
+		}
+		if err := linux.Removexattr(fd, name); err != nil && !errors.Is(err, unix.ENODATA) {
+			return &ApplyError{Path: p, Op: "removexattr", Err: err}
+		}
+	}
+	for _, x := range want {
+		if cur, err := linux.Getxattr(fd, x.Name); err == nil && bytes.Equal(cur, x.Value) {
+			continue
+		}
+		if err := a.step("setxattr", p); err != nil {
+			return err
+		}
+		if err := linux.Setxattr(fd, x.Name, x.Value); err != nil {
+			return &ApplyError{Path: p, Op: "setxattr", Err: err}
+		}
+	}
+	return nil
+}
+
+// finishDirs sets the metadata of every directory entry and restores the
+// mtime of the unchanged directories Apply wrote into, deepest first, the
+// root last.
+func (a *applier) finishDirs() error {
+	type dir struct {
+		p     attest.Path
+		state *attest.State // nil: restore the mtime only
+	}
+	var dirs []dir
+	for i := range a.entries {
+		if e := &a.entries[i]; e.New != nil && e.New.Type == attest.Dir {
+			dirs = append(dirs, dir{e.Path, e.New})
+		}
+	}
+	for _, p := range a.restore {
+		dirs = append(dirs, dir{p, nil})
+	}
+	sort.Slice(dirs, func(i, j int) bool { return applyLess(dirs[j].p, dirs[i].p) })
+	for _, d := range dirs {
+		fd, err := linux.OpenBeneath(a.root, string(d.p), unix.O_PATH|unix.O_DIRECTORY)
+		if err != nil {
+			return &ApplyError{Path: d.p, Op: "open", Err: err}
+		}
+		if d.state != nil {
+			err = a.setMeta(fd, d.p, d.state)
+		} else {
+			err = a.restoreMtime(fd, d.p)
+		}
+		unix.Close(fd)
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// restoreMtime gives the unchanged directory p the mtime the upper layer
+// holds for it (its copy-up kept the lower one), or failing that the one
+// it had when this run started.
+func (a *applier) restoreMtime(fd int, p attest.Path) error {
+	mtime, ok := a.restoreNS[p]
+	if st, err := a.upperStat(p); err == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR {
+		mtime, ok = st.MtimeNS, true
+	}
+	if !ok {
+		return nil
+	}
+	if err := a.step("utimens", p); err != nil {
+		return err
+	}
+	if err := linux.Utimensat(fd, "", linux.UtimeOmit, mtime); err != nil {
+		return &ApplyError{Path: p, Op: "utimens", Err: err}
+	}
+	return nil
+}

@@ -1,0 +1,89 @@
+package overlay
+
+import (
+	"errors"
+	"fmt"
+	"hash"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/layerseal/layerseal/internal/linux"
+)
+
+// applyBufSize is the copy buffer of applyCopy.
+const applyBufSize = 1 << 20
+
+// applyZeros feeds hashes the contents of holes.
+var applyZeros = make([]byte, applyBufSize)
+
+// applyCopy copies the first size bytes of the regular file src into dst
+// (skipped when dst < 0) at the same offsets, writing only the data
+// regions SEEK_DATA/SEEK_HOLE report, so holes stay holes, and sets dst's
+// size to size. h, when not nil, receives all size bytes, holes as zeros.
+// A src shorter or longer than size is ErrNotAttested.
+func applyCopy(dst, src int, size int64, h hash.Hash) error {
+	buf := make([]byte, applyBufSize)
+	for off := int64(0); off < size; {
+		data, err := linux.Seek(src, off, unix.SEEK_DATA)
+		switch {
+		case errors.Is(err, unix.ENXIO):
+			data = size
+		case errors.Is(err, unix.EINVAL) || errors.Is(err, unix.EOPNOTSUPP):
+			data = off // no hole reporting: all data
+		case err != nil:
+			return err
+		}
+		data = min(data, size)
+		applyHashZeros(h, data-off)
+		if data >= size {
+			break
+		}
+		hole, err := linux.Seek(src, data, unix.SEEK_HOLE)
+		switch {
+		case errors.Is(err, unix.ENXIO) || errors.Is(err, unix.EINVAL) || errors.Is(err, unix.EOPNOTSUPP):
+			hole = size
+		case err != nil:
+			return err
+		}
+		hole = min(hole, size)
+		for off = data; off < hole; {
+			n, err := linux.Pread(src, buf[:min(int64(len(buf)), hole-off)], off)
+			if err != nil {
+				return err
+			}
+			if n == 0 {
+				return fmt.Errorf("%w: file ends at %d, statement says %d bytes", ErrNotAttested, off, size)
+			}
+			if h != nil {
+				h.Write(buf[:n])
+			}
+			if dst >= 0 {
+				if err := linux.PwriteAll(dst, buf[:n], off); err != nil {
+					return err
+				}
+			}
+			off += int64(n)
+		}
+	}
+	if n, err := linux.Pread(src, buf[:1], size); err != nil {
+		return err
+	} else if n != 0 {
+		return fmt.Errorf("%w: file is longer than the statement's %d bytes", ErrNotAttested, size)
+	}
+	if dst >= 0 {
+		return linux.Ftruncate(dst, size)
+	}
+	return nil
+}
+
+// applyHashZeros writes n zero bytes to h (if not nil).
+func applyHashZeros(h hash.Hash, n int64) {
+	if h == nil {
+		return
+	}
+	for n > 0 {
+		k := min(n, int64(len(applyZeros)))
+		h.Write(applyZeros[:k])
+		n -= k
+	}
+}
