@@ -118,8 +118,8 @@ type applier struct {
 	index   map[attest.Path]int // path → position in entries
 	tag     string              // names this entry set's temporary files
 
-	groups    []applyGroup        // hard-link groups, by anchor path
-	restore   []attest.Path       // unchanged directories Apply writes into
+	groups    []applyGroup          // hard-link groups, by anchor path
+	restore   []attest.Path         // unchanged directories Apply writes into
 	restoreNS map[attest.Path]int64 // their mtimes before this run (fallback)
 	written   map[attest.Path]bool  // regular files written from the upper layer
 	steps     int
