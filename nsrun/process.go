@@ -1,0 +1,284 @@
+package nsrun
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"syscall"
+	"unsafe"
+
+	"github.com/moby/sys/capability"
+	"github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
+)
+
+// startAgent starts the agent as init's child: the binary is executed once
+// more as a short-lived stage that applies the process spec to itself and
+// then executes the agent's command in place. It returns the agent's pid once
+// the command was executed, or the stage's error.
+func startAgent(cfg *Config) (int, error) {
+	specR, specW, err := os.Pipe()
+	if err != nil {
+		return 0, fmt.Errorf("pipe: %w", err)
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		specR.Close()
+		specW.Close()
+		return 0, fmt.Errorf("pipe: %w", err)
+	}
+	p, err := os.StartProcess("/proc/self/exe", []string{"layerseal-exec"}, &os.ProcAttr{
+		Dir:   "/",
+		Env:   []string{envMarker + "=exec"},
+		Files: []*os.File{os.Stdin, os.Stdout, os.Stderr, specR, errW},
+	})
+	specR.Close()
+	errW.Close()
+	defer errR.Close()
+	if err != nil {
+		specW.Close()
+		return 0, fmt.Errorf("start agent stage %q: %w", "/proc/self/exe", err)
+	}
+	pid := p.Pid
+	_ = p.Release()
+	werr := json.NewEncoder(specW).Encode(&cfg.Process)
+	specW.Close()
+	// The stage's end of errW is close-on-exec: EOF with nothing written
+	// means the agent's command was executed.
+	b, rerr := io.ReadAll(io.LimitReader(errR, 64<<10))
+	if len(b) > 0 {
+		var m message
+		if err := json.Unmarshal(b, &m); err != nil || m.Error == "" {
+			return 0, fmt.Errorf("agent stage sent %q", b)
+		}
+		if m.NotFound {
+			return 0, fmt.Errorf("%w: %s", ErrCommandNotFound, m.Error)
+		}
+		return 0, errors.New(m.Error)
+	}
+	if werr != nil {
+		return 0, fmt.Errorf("send process spec to agent stage: %w", werr)
+	}
+	if rerr != nil {
+		return 0, fmt.Errorf("read agent stage report: %w", rerr)
+	}
+	return pid, nil
+}
+
+// execAgent is the stage between init and the agent. It runs on one locked
+// thread: credentials and capabilities are per thread, and the thread that
+// executes the agent's command passes its own on.
+func execAgent() {
+	runtime.LockOSThread()
+	report := os.NewFile(4, "nsrun-report")
+	unix.CloseOnExec(4)
+	fail := func(err error) {
+		_ = json.NewEncoder(report).Encode(message{Error: err.Error(), NotFound: errors.Is(err, ErrCommandNotFound)})
+		os.Exit(125)
+	}
+	var p specs.Process
+	spec := os.NewFile(3, "nsrun-spec")
+	if err := json.NewDecoder(spec).Decode(&p); err != nil {
+		fail(fmt.Errorf("read process spec: %w", err))
+	}
+	spec.Close()
+	path, err := applyProcess(&p)
+	if err != nil {
+		fail(err)
+	}
+	err = unix.Exec(path, p.Args, p.Env)
+	fail(fmt.Errorf("exec %q: %w", path, err))
+}
+
+// applyProcess applies p to the calling thread and process, in the order
+// that keeps each step permitted: limits and bounding set while still
+// privileged, then groups and ids, then the remaining capability sets,
+// no_new_privs and the working directory. It returns the resolved command.
+func applyProcess(p *specs.Process) (string, error) {
+	if p.User.Umask != nil {
+		unix.Umask(int(*p.User.Umask & 0o777))
+	}
+	for _, r := range p.Rlimits {
+		// syscall.Setrlimit, so that exec does not restore the soft
+		// RLIMIT_NOFILE the Go runtime raised at start.
+		if err := syscall.Setrlimit(rlimits[r.Type], &syscall.Rlimit{Cur: r.Soft, Max: r.Hard}); err != nil {
+			return "", fmt.Errorf("setrlimit %s soft=%d hard=%d: %w", r.Type, r.Soft, r.Hard, err)
+		}
+	}
+	var caps capability.Capabilities
+	if c := p.Capabilities; c != nil {
+		var err error
+		if caps, err = capability.NewPid2(0); err != nil {
+			return "", fmt.Errorf("capabilities: %w", err)
+		}
+		caps.Clear(capability.CAPS | capability.BOUNDS | capability.AMBS)
+		sets := map[capability.CapType][]string{
+			capability.BOUNDING: c.Bounding, capability.EFFECTIVE: c.Effective, capability.PERMITTED: c.Permitted,
+			capability.INHERITABLE: c.Inheritable, capability.AMBIENT: c.Ambient,
+		}
+		for which, names := range sets {
+			list, err := parseCaps(names)
+			if err != nil {
+				return "", err
+			}
+			caps.Set(which, list...)
+		}
+		if err := caps.Apply(capability.BOUNDS); err != nil {
+			return "", fmt.Errorf("drop bounding capabilities to %q: %w", c.Bounding, err)
+		}
+		if err := unix.Prctl(unix.PR_SET_KEEPCAPS, 1, 0, 0, 0); err != nil {
+			return "", fmt.Errorf("prctl PR_SET_KEEPCAPS: %w", err)
+		}
+	}
+	gids := append([]uint32(nil), p.User.AdditionalGids...)
+	var gp uintptr
+	if len(gids) > 0 {
+		gp = uintptr(unsafe.Pointer(&gids[0]))
+	}
+	// Raw syscalls: only this thread changes, and it is the one that executes
+	// the agent.
+	if _, _, e := unix.RawSyscall(unix.SYS_SETGROUPS, uintptr(len(gids)), gp, 0); e != 0 {
+		return "", fmt.Errorf("setgroups %v: %w", gids, e)
+	}
+	runtime.KeepAlive(gids)
+	g, u := uintptr(p.User.GID), uintptr(p.User.UID)
+	if _, _, e := unix.RawSyscall(unix.SYS_SETRESGID, g, g, g); e != 0 {
+		return "", fmt.Errorf("setresgid %d: %w", p.User.GID, e)
+	}
+	if _, _, e := unix.RawSyscall(unix.SYS_SETRESUID, u, u, u); e != 0 {
+		return "", fmt.Errorf("setresuid %d: %w", p.User.UID, e)
+	}
+	if caps != nil {
+		if err := unix.Prctl(unix.PR_SET_KEEPCAPS, 0, 0, 0, 0); err != nil {
+			return "", fmt.Errorf("prctl PR_SET_KEEPCAPS: %w", err)
+		}
+		if err := caps.Apply(capability.CAPS | capability.AMBS); err != nil {
+			return "", fmt.Errorf("set capabilities %s: %w", caps, err)
+		}
+	}
+	if p.NoNewPrivileges {
+		if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+			return "", fmt.Errorf("prctl PR_SET_NO_NEW_PRIVS: %w", err)
+		}
+	}
+	if err := unix.Chdir(p.Cwd); err != nil {
+		return "", fmt.Errorf("chdir %q: %w", p.Cwd, err)
+	}
+	return lookPath(p.Args[0], p.Env)
+}
+
+// lookPath finds name as the agent would: a name with a slash is used as it
+// is, others are searched in the PATH of env. Permissions are checked with
+// the calling thread's credentials.
+func lookPath(name string, env []string) (string, error) {
+	if strings.Contains(name, "/") {
+		if err := executable(name); err != nil {
+			if errors.Is(err, unix.ENOENT) {
+				return "", fmt.Errorf("%w: %q", ErrCommandNotFound, name)
+			}
+			return "", err
+		}
+		return name, nil
+	}
+	var path string
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			path = v
+		}
+	}
+	var denied error
+	for dir := range strings.SplitSeq(path, ":") {
+		if dir == "" {
+			dir = "."
+		}
+		cand := filepath.Join(dir, name)
+		err := executable(cand)
+		if err == nil {
+			return cand, nil
+		}
+		if denied == nil && errors.Is(err, unix.EACCES) {
+			denied = err
+		}
+	}
+	if denied != nil {
+		return "", denied
+	}
+	return "", fmt.Errorf("%w: %q in PATH %q", ErrCommandNotFound, name, path)
+}
+
+// executable checks that path is a regular file the thread may execute.
+func executable(path string) error {
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		return fmt.Errorf("stat %q: %w", path, err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return fmt.Errorf("command %q: not a regular file: %w", path, unix.EACCES)
+	}
+	if err := unix.Access(path, unix.X_OK); err != nil {
+		return fmt.Errorf("command %q: %w", path, err)
+	}
+	return nil
+}
+
+// capNames maps "CAP_SYS_ADMIN" style names to capabilities.
+var capNames = func() map[string]capability.Cap {
+	m := map[string]capability.Cap{}
+	for _, c := range capability.ListKnown() {
+		m["CAP_"+strings.ToUpper(c.String())] = c
+	}
+	return m
+}()
+
+func parseCaps(names []string) ([]capability.Cap, error) {
+	var caps []capability.Cap
+	for _, n := range names {
+		c, ok := capNames[n]
+		if !ok {
+			return nil, fmt.Errorf("capability %q: unknown", n)
+		}
+		caps = append(caps, c)
+	}
+	return caps, nil
+}
+
+func capSets(c *specs.LinuxCapabilities) [][]string {
+	return [][]string{c.Bounding, c.Effective, c.Permitted, c.Inheritable, c.Ambient}
+}
+
+// capSysAdmin reports whether an agent started with p holds CAP_SYS_ADMIN or
+// can regain it by executing a program. Root gets its inheritable and
+// bounding sets on exec; anyone gets the bounding set through a set-user-ID
+// or file-capability program unless no_new_privs is set.
+func capSysAdmin(p *specs.Process) bool {
+	root := p.User.UID == 0
+	c := p.Capabilities
+	if c == nil {
+		return root || !p.NoNewPrivileges
+	}
+	has := func(set []string) bool { return slices.Contains(set, "CAP_SYS_ADMIN") }
+	switch {
+	case has(c.Effective), has(c.Permitted), has(c.Ambient):
+		return true
+	case root && (has(c.Bounding) || has(c.Inheritable)):
+		return true
+	default:
+		return has(c.Bounding) && !p.NoNewPrivileges
+	}
+}
+
+// rlimits maps the spec's rlimit names to resources.
+var rlimits = map[string]int{
+	"RLIMIT_AS": unix.RLIMIT_AS, "RLIMIT_CORE": unix.RLIMIT_CORE, "RLIMIT_CPU": unix.RLIMIT_CPU,
+	"RLIMIT_DATA": unix.RLIMIT_DATA, "RLIMIT_FSIZE": unix.RLIMIT_FSIZE, "RLIMIT_LOCKS": unix.RLIMIT_LOCKS,
+	"RLIMIT_MEMLOCK": unix.RLIMIT_MEMLOCK, "RLIMIT_MSGQUEUE": unix.RLIMIT_MSGQUEUE, "RLIMIT_NICE": unix.RLIMIT_NICE,
+	"RLIMIT_NOFILE": unix.RLIMIT_NOFILE, "RLIMIT_NPROC": unix.RLIMIT_NPROC, "RLIMIT_RSS": unix.RLIMIT_RSS,
+	"RLIMIT_RTPRIO": unix.RLIMIT_RTPRIO, "RLIMIT_RTTIME": unix.RLIMIT_RTTIME, "RLIMIT_SIGPENDING": unix.RLIMIT_SIGPENDING,
+	"RLIMIT_STACK": unix.RLIMIT_STACK,
+}
