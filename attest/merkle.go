@@ -10,6 +10,17 @@ import (
 
 var rangeFactory = compact.RangeFactory{Hash: rfc6962.DefaultHasher.HashChildren}
 
+// checkEntries refuses invalid entries and entries not sorted by path bytes
+// with unique paths.
+func checkEntries(entries []Entry) error {
+	for i := range entries {
+		if err := entries[i].Valid(); err != nil {
+			return err
+		}
+	}
+	return checkOrder(entries)
+}
+
 // checkOrder refuses entries that are not sorted by path bytes with unique
 // paths.
 func checkOrder(entries []Entry) error {
@@ -26,10 +37,10 @@ func checkOrder(entries []Entry) error {
 
 // MerkleRoot returns the RFC 6962 Merkle tree hash of the entries' leaf
 // hashes (SHA-256 of the empty string when there are none). The entries must
-// be sorted by path bytes with unique paths. It costs one leaf encoding and
+// be valid (Entry.Valid) and sorted by path bytes with unique paths. It costs one leaf encoding and
 // about 2n SHA-256 computations for n entries, and O(log n) memory.
 func MerkleRoot(entries []Entry) ([]byte, error) {
-	if err := checkOrder(entries); err != nil {
+	if err := checkEntries(entries); err != nil {
 		return nil, fmt.Errorf("merkle root: %w", err)
 	}
 	r := rangeFactory.NewEmptyRange(0)
@@ -60,11 +71,11 @@ type Tree struct {
 	root   []byte
 }
 
-// NewTree builds the tree over entries, which must be sorted by path bytes
-// with unique paths. It costs what MerkleRoot does plus memory for about 2n
+// NewTree builds the tree over entries, which must be valid and sorted by
+// path bytes with unique paths. It costs what MerkleRoot does plus memory for about 2n
 // hashes (64n bytes).
 func NewTree(entries []Entry) (*Tree, error) {
-	if err := checkOrder(entries); err != nil {
+	if err := checkEntries(entries); err != nil {
 		return nil, fmt.Errorf("merkle tree: %w", err)
 	}
 	t := &Tree{size: uint64(len(entries))}
@@ -120,8 +131,11 @@ func (t *Tree) InclusionProof(index uint64) ([][]byte, error) {
 // VerifyInclusion checks that e is the leaf at index in the tree of size
 // leaves with the given root, using an inclusion proof. It costs one leaf
 // encoding and at most ⌈log2 size⌉+1 hashes, and returns ErrNotVerified on
-// any mismatch.
+// any mismatch, or an error wrapping ErrMalformed if e is not valid.
 func VerifyInclusion(e *Entry, index, size uint64, inclusion [][]byte, root []byte) error {
+	if err := e.Valid(); err != nil {
+		return malformed("%v", err)
+	}
 	if err := proof.VerifyInclusion(rfc6962.DefaultHasher, index, size, e.LeafHash(), inclusion, root); err != nil {
 		return ErrNotVerified
 	}
