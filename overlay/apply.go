@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"hash"
+	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -102,7 +103,12 @@ func Apply(upper, workspace string, entries []attest.Entry, opt ApplyOptions) er
 			return err
 		}
 	}
-	if err := linux.Syncfs(a.root); err != nil {
+	fd, err := linux.Openat(a.root, ".", unix.O_RDONLY|unix.O_DIRECTORY)
+	if err == nil {
+		err = linux.Syncfs(fd)
+		unix.Close(fd)
+	}
+	if err != nil {
 		return &ApplyError{Path: attest.Root, Op: "syncfs", Err: err}
 	}
 	return nil
@@ -439,11 +445,27 @@ func (a *applier) step(op string, p attest.Path) error {
 
 // openParent opens the workspace directory holding p (O_PATH) and returns
 // it with p's last component. A parent that is missing or not a
-// directory is reported as unix.ENOENT or unix.ENOTDIR.
+// directory is reported as unix.ENOENT or unix.ENOTDIR, a symlink in any
+// component as unix.ELOOP.
 func (a *applier) openParent(p attest.Path) (int, string, error) {
 	dir, base := applySplit(p)
-	fd, err := linux.OpenBeneath(a.root, string(dir), unix.O_PATH|unix.O_DIRECTORY)
-	return fd, base, err
+	fd, err := linux.OpenBeneath(a.root, string(dir), unix.O_PATH)
+	if err != nil {
+		return -1, base, err
+	}
+	st, err := linux.Lstat(fd, "")
+	if err == nil && st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		err = unix.ENOTDIR
+		if st.Mode&unix.S_IFMT == unix.S_IFLNK {
+			err = unix.ELOOP
+		}
+		err = &os.PathError{Op: "open directory", Path: string(dir), Err: err}
+	}
+	if err != nil {
+		unix.Close(fd)
+		return -1, base, err
+	}
+	return fd, base, nil
 }
 
 // tempName is the temporary name for entry i (or for the hard-link group
@@ -713,9 +735,10 @@ func (a *applier) writeFile(i int, e *attest.Entry, dirfd int, base string) erro
 	return nil
 }
 
-// writeTemp creates the temporary regular file tmp in dirfd (replacing one
-// left by an earlier run), lets fill write it, and removes it again if
-// fill fails.
+// writeTemp makes the temporary regular file tmp in dirfd (replacing one
+// left by an earlier run) with contents and metadata written by fill.
+// Where the filesystem has O_TMPFILE the file gets its name only after
+// fill succeeds, so a refused or failed file never shows in the directory.
 func (a *applier) writeTemp(dirfd int, tmp string, p attest.Path, fill func(fd int) error) error {
 	if err := a.clearTemp(dirfd, tmp, p); err != nil {
 		return err
@@ -723,7 +746,24 @@ func (a *applier) writeTemp(dirfd int, tmp string, p attest.Path, fill func(fd i
 	if err := a.step("write", p); err != nil {
 		return err
 	}
-	dst, err := linux.Openat(dirfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW)
+	dst, err := linux.Openat(dirfd, ".", unix.O_WRONLY|unix.O_TMPFILE)
+	if err == nil {
+		defer unix.Close(dst)
+		if err := fill(dst); err != nil {
+			return err
+		}
+		if err := a.step("link", p); err != nil {
+			return err
+		}
+		if err := linux.LinkFD(dst, dirfd, tmp); err != nil {
+			return &ApplyError{Path: p, Op: "link", Err: err}
+		}
+		return nil
+	}
+	if !errors.Is(err, unix.EOPNOTSUPP) && !errors.Is(err, unix.EISDIR) && !errors.Is(err, unix.EINVAL) {
+		return &ApplyError{Path: p, Op: "create", Err: err}
+	}
+	dst, err = linux.Openat(dirfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW)
 	if err != nil {
 		return &ApplyError{Path: p, Op: "create", Err: err}
 	}

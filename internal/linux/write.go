@@ -214,3 +214,13 @@ func ReadDirNames(fd int) ([]string, error) {
 		_, _, names = unix.ParseDirent(buf[:n], -1, names)
 	}
 }
+
+// LinkFD gives the file open at fd a name: linkat through /proc/self/fd
+// with AT_SYMLINK_FOLLOW, the way to link an O_TMPFILE file without
+// CAP_DAC_READ_SEARCH. newname in newdirfd must not exist.
+func LinkFD(fd int, newdirfd int, newname string) error {
+	err := ignoringEINTR(func() error {
+		return unix.Linkat(unix.AT_FDCWD, procFD(fd), newdirfd, newname, unix.AT_SYMLINK_FOLLOW)
+	})
+	return pathErr("linkat "+procFD(fd)+" to", newname, err)
+}
