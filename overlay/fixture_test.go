@@ -74,7 +74,6 @@ func (s *spec) owner(uid, gid uint32) *spec {
 	return s
 }
 func (s *spec) mtime(ns int64) *spec { s.st.MtimeNS = ns; return s }
-func (s *spec) size(n uint64) *spec  { s.st.Size = n; return s }
 func (s *spec) x(name, value string) *spec {
 	s.xattrs = append(s.xattrs, attest.Xattr{Name: name, Value: []byte(value)})
 	return s
@@ -86,15 +85,12 @@ func (s *spec) fail(op string, err error) *spec {
 	s.faults[op] = err
 	return s
 }
-func (s *spec) mount(id uint64) *spec   { s.st.MountID = id; return s }
-func (s *spec) link(to string) *spec    { s.linkTo = to; return s }
-func (s *spec) noMountID() *spec        { s.st.HasMountID = false; return s }
-func (s *spec) rdev(r uint64) *spec     { s.st.Rdev = r; return s }
-func (s *spec) ctime(ns int64) *spec    { s.st.CtimeNS = ns; return s }
-func (s *spec) dev(d uint64) *spec      { s.st.Dev = d; return s }
-func (s *spec) clone() *spec            { c := *s; return &c }
-func (s *spec) isDir() bool             { return s.st.Mode&unix.S_IFMT == unix.S_IFDIR }
-func (s *spec) withData(d string) *spec { s.data = d; return s }
+func (s *spec) mount(id uint64) *spec { s.st.MountID = id; return s }
+func (s *spec) link(to string) *spec  { s.linkTo = to; return s }
+func (s *spec) noMountID() *spec      { s.st.HasMountID = false; return s }
+func (s *spec) dev(d uint64) *spec    { s.st.Dev = d; return s }
+func (s *spec) clone() *spec          { c := *s; return &c }
+func (s *spec) isDir() bool           { return s.st.Mode&unix.S_IFMT == unix.S_IFDIR }
 
 // fnode is a node of a fixture layer.
 type fnode struct {

@@ -467,3 +467,90 @@ func TestWorkIndex(t *testing.T) {
 		t.Fatalf("non-empty index dir: %v", err)
 	}
 }
+
+// TestReadRealTree reads plain directories (no overlay, no root needed):
+// every type is reported, a FIFO is never opened for reading (the test
+// would hang), and content is hashed.
+func TestReadRealTree(t *testing.T) {
+	upper, lower := t.TempDir(), t.TempDir()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(os.WriteFile(filepath.Join(upper, "f"), []byte("data"), 0o640))
+	must(os.Symlink("../../etc/passwd", filepath.Join(upper, "ln")))
+	must(unix.Mkfifo(filepath.Join(upper, "pipe"), 0o600))
+	must(os.MkdirAll(filepath.Join(upper, "d", "e"), 0o755))
+	must(os.WriteFile(filepath.Join(upper, "d", "e", "g"), nil, 0o600))
+	ch, err := Read(upper, lower, ReadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := summary(ch)
+	if len(got) > 0 && got[0] == "metadata ." {
+		got = got[1:] // two temp dirs made at different times
+	}
+	equalLines(t, got, lines("added d", "added d/e", "added d/e/g", "added f", "added ln", "added pipe"))
+	sum := sha256.Sum256([]byte("data"))
+	for _, e := range ch.Entries {
+		switch e.Path {
+		case "f":
+			if !bytes.Equal(e.New.SHA256, sum[:]) || e.New.Mode != 0o640 || e.New.Size != 4 {
+				t.Errorf("f: %+v", e.New)
+			}
+		case "ln":
+			if e.New.Type != attest.Symlink || e.New.Target != "../../etc/passwd" {
+				t.Errorf("ln: %+v", e.New)
+			}
+		case "pipe":
+			if e.New.Type != attest.FIFO || e.New.SHA256 != nil {
+				t.Errorf("pipe: %+v", e.New)
+			}
+		}
+	}
+}
+
+// TestFSNodeSwaps checks the real tree's identity checks: a name whose file
+// changed after lstat, a directory replaced by a symlink, and a file
+// written while it is open all fail as swapped or vanished.
+func TestFSNodeSwaps(t *testing.T) {
+	dir := t.TempDir()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(os.WriteFile(filepath.Join(dir, "f"), []byte("one"), 0o644))
+	must(os.Mkdir(filepath.Join(dir, "d"), 0o755))
+	root, err := openFSRoot(dir)
+	must(err)
+	defer root.close()
+
+	st, err := root.lstat("f")
+	must(err)
+	must(os.WriteFile(filepath.Join(dir, "f"), []byte("two!"), 0o644))
+	if _, err := root.open("f", st); !errors.Is(err, errSwapped) {
+		t.Errorf("file rewritten after lstat: %v, want errSwapped", err)
+	}
+
+	st, err = root.lstat("d")
+	must(err)
+	must(os.Remove(filepath.Join(dir, "d")))
+	must(os.Symlink("/", filepath.Join(dir, "d")))
+	if _, err := root.open("d", st); !errors.Is(err, unix.ENOTDIR) && !errors.Is(err, unix.ELOOP) {
+		t.Errorf("dir replaced by a symlink: %v", err)
+	}
+
+	st, err = root.lstat("f")
+	must(err)
+	n, err := root.open("f", st)
+	must(err)
+	defer n.close()
+	must(os.WriteFile(filepath.Join(dir, "f"), []byte("three"), 0o644))
+	if _, err := n.digest(time.Time{}); !errors.Is(err, errSwapped) {
+		t.Errorf("file written while open: %v, want errSwapped", err)
+	}
+}
