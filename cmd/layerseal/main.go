@@ -1,0 +1,94 @@
+// Command layerseal runs an untrusted agent over a workspace in private
+// mount and PID namespaces, with the workspace as an overlay, and writes a
+// signed statement of exactly what the agent changed.
+//
+// Output rules: data goes to stdout, diagnostics to stderr prefixed with
+// "layerseal: ". Exit codes: run exits with the agent's status (128+N when
+// a signal N ended it), 125 when layerseal itself failed and 127 when the
+// agent's command was not found; verify exits 0 (verified, complete), 2
+// (verified, incomplete), 1 (not verified or malformed); every command
+// exits 64 on a usage error.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/urfave/cli/v3"
+
+	"github.com/layerseal/layerseal/nsrun"
+)
+
+// Exit codes.
+const (
+	exitOK         = 0
+	exitFailed     = 1
+	exitIncomplete = 2
+	exitUsage      = 64
+	exitSetup      = 125
+	exitNotFound   = 127
+)
+
+// exitError ends the process with code after printing msg (if any).
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string {
+	if e.err == nil {
+		return ""
+	}
+	return e.err.Error()
+}
+func (e *exitError) Unwrap() error { return e.err }
+
+func exitWith(code int, err error) error { return &exitError{code, err} }
+
+func usageErr(format string, args ...any) error {
+	return exitWith(exitUsage, fmt.Errorf(format, args...))
+}
+
+func main() {
+	nsrun.Init()
+	os.Exit(runCLI(context.Background(), os.Args))
+}
+
+// runCLI runs the command line args and returns the exit code.
+func runCLI(ctx context.Context, args []string) int {
+	app := &cli.Command{
+		Name:  "layerseal",
+		Usage: "run an agent over an overlay of a workspace and attest what it changed",
+		Commands: []*cli.Command{
+			keygenCommand(),
+			runCommand(),
+			verifyCommand(),
+			showCommand(),
+			applyCommand(),
+			probeCommand(),
+		},
+		ExitErrHandler: func(context.Context, *cli.Command, error) {},
+		OnUsageError: func(_ context.Context, _ *cli.Command, err error, _ bool) error {
+			return exitWith(exitUsage, err)
+		},
+	}
+	for _, c := range app.Commands {
+		c.OnUsageError = app.OnUsageError
+	}
+	err := app.Run(ctx, args)
+	if err == nil {
+		return exitOK
+	}
+	var ee *exitError
+	if !errors.As(err, &ee) {
+		// Errors urfave/cli makes itself (unknown flag, missing value) are
+		// usage errors.
+		ee = &exitError{exitUsage, err}
+	}
+	if ee.err != nil {
+		fmt.Fprintf(os.Stderr, "layerseal: %v\n", ee.err)
+	}
+	return ee.code
+}

@@ -1,0 +1,213 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/go-json-experiment/json"
+	"github.com/urfave/cli/v3"
+
+	"github.com/layerseal/layerseal/attest"
+)
+
+func verifyCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "verify",
+		Usage:     "verify a statement offline: exit 0 complete, 2 incomplete, 1 not verified or malformed",
+		ArgsUsage: "STATEMENT",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "key", Usage: "public key (KEY.pub from keygen)"},
+			&cli.StringFlag{Name: "launch", Usage: "the run's launch.json: also check the statement is bound to it"},
+			&cli.BoolFlag{Name: "json", Usage: "print the result as JSON"},
+		},
+		Action: func(_ context.Context, cmd *cli.Command) error {
+			if cmd.NArg() != 1 || cmd.String("key") == "" {
+				return usageErr("usage: layerseal verify --key KEY.pub [--launch launch.json] STATEMENT")
+			}
+			pub, err := attest.LoadPublicKey(cmd.String("key"))
+			if err != nil {
+				return exitWith(exitUsage, err)
+			}
+			env, err := readArtifact(cmd.Args().First())
+			if err != nil {
+				return exitWith(exitFailed, err)
+			}
+			var launch []byte
+			if l := cmd.String("launch"); l != "" {
+				if launch, err = readArtifact(l); err != nil {
+					return exitWith(exitFailed, err)
+				}
+			}
+			st, err := attest.VerifyStatement(env, pub, launch)
+			if err != nil {
+				if cmd.Bool("json") {
+					class := "not-verified"
+					if errors.Is(err, attest.ErrMalformed) {
+						class = "malformed"
+					}
+					printJSON(map[string]any{"verified": false, "error": class, "detail": err.Error()})
+				}
+				return exitWith(exitFailed, fmt.Errorf("%s: %w", cmd.Args().First(), err))
+			}
+			if cmd.Bool("json") {
+				printJSON(map[string]any{"verified": true, "complete": st.Complete, "session_id": st.SessionID,
+					"count": st.Count, "incomplete": reasonsJSON(st.Incomplete), "launch_checked": launch != nil})
+			} else {
+				fmt.Printf("verified: %s, %d change(s), session %s\n", completeness(st), len(st.Entries), st.SessionID)
+				for _, r := range st.Incomplete {
+					fmt.Printf("incomplete: %s\n", reasonText(r))
+				}
+			}
+			if !st.Complete {
+				return exitWith(exitIncomplete, nil)
+			}
+			return nil
+		},
+	}
+}
+
+func showCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "show",
+		Usage:     "summarise a statement like `git status --short` (--key also verifies it)",
+		ArgsUsage: "STATEMENT",
+		Flags: []cli.Flag{
+			&cli.BoolFlag{Name: "json", Usage: "print one JSON object"},
+			&cli.StringFlag{Name: "key", Usage: "verify with this public key first"},
+		},
+		Action: func(_ context.Context, cmd *cli.Command) error {
+			if cmd.NArg() != 1 {
+				return usageErr("usage: layerseal show [--json] [--key KEY.pub] STATEMENT")
+			}
+			env, err := readArtifact(cmd.Args().First())
+			if err != nil {
+				return exitWith(exitFailed, err)
+			}
+			var st *attest.Statement
+			verified := false
+			if k := cmd.String("key"); k != "" {
+				pub, err := attest.LoadPublicKey(k)
+				if err != nil {
+					return exitWith(exitUsage, err)
+				}
+				st, err = attest.VerifyStatement(env, pub, nil)
+				verified = err == nil
+			} else {
+				st, err = attest.ReadStatement(env)
+			}
+			if err != nil {
+				return exitWith(exitFailed, fmt.Errorf("%s: %w", cmd.Args().First(), err))
+			}
+			if cmd.Bool("json") {
+				printJSON(showJSON(st, verified))
+				return nil
+			}
+			writeShort(os.Stdout, st, verified)
+			return nil
+		},
+	}
+}
+
+// maxArtifact bounds what verify and show read.
+const maxArtifact = 512 << 20
+
+func readArtifact(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxArtifact+1))
+	if err != nil {
+		return nil, fmt.Errorf("read %q: %w", path, err)
+	}
+	if len(b) > maxArtifact {
+		return nil, fmt.Errorf("%q is over %d bytes", path, maxArtifact)
+	}
+	return b, nil
+}
+
+type changeJSON struct {
+	Path   attest.Path   `json:"path"`
+	Change attest.Change `json:"change"`
+	Type   attest.Type   `json:"type,omitempty"`
+	Old    attest.Type   `json:"old_type,omitempty"`
+}
+
+type reasonJSON struct {
+	Code   attest.Code `json:"code"`
+	Path   attest.Path `json:"path,omitempty"`
+	Detail string      `json:"detail"`
+}
+
+func reasonsJSON(rs []attest.Reason) []reasonJSON {
+	out := make([]reasonJSON, 0, len(rs))
+	for _, r := range rs {
+		out = append(out, reasonJSON{r.Code, r.Path, r.Detail})
+	}
+	return out
+}
+
+// showJSON is show --json's object: complete, incomplete, changes, and the
+// statement's identity.
+func showJSON(st *attest.Statement, verified bool) map[string]any {
+	changes := make([]changeJSON, 0, len(st.Entries))
+	for _, e := range st.Entries {
+		c := changeJSON{Path: e.Path, Change: e.Change}
+		if e.New != nil {
+			c.Type = e.New.Type
+		}
+		if e.Old != nil {
+			c.Old = e.Old.Type
+		}
+		changes = append(changes, c)
+	}
+	return map[string]any{
+		"session_id": st.SessionID,
+		"verified":   verified,
+		"complete":   st.Complete,
+		"incomplete": reasonsJSON(st.Incomplete),
+		"changes":    changes,
+		"exit":       map[string]any{"code": st.Exit.Code, "signal": st.Exit.Signal},
+	}
+}
+
+// shortCode is show's one-letter column, after git status --short where
+// the meanings agree.
+var shortCode = map[attest.Change]string{
+	attest.Added:      "A",
+	attest.Modified:   "M",
+	attest.Metadata:   "m",
+	attest.Deleted:    "D",
+	attest.Replaced:   "R",
+	attest.TypeChange: "T",
+}
+
+// writeShort prints one line per change: code, two spaces, path in its
+// text form (bytes that are not printable are %XX-escaped), then the
+// incomplete reasons.
+func writeShort(w io.Writer, st *attest.Statement, verified bool) {
+	for _, e := range st.Entries {
+		fmt.Fprintf(w, "%s  %s\n", shortCode[e.Change], e.Path)
+	}
+	state := "signature not checked (use --key)"
+	if verified {
+		state = "verified"
+	}
+	fmt.Fprintf(w, "# %d change(s), %s, %s\n", len(st.Entries), completeness(st), state)
+	for _, r := range st.Incomplete {
+		fmt.Fprintf(w, "# incomplete: %s\n", reasonText(r))
+	}
+}
+
+func printJSON(v any) {
+	b, err := json.Marshal(v, json.Deterministic(true))
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "layerseal: %v\n", err)
+		return
+	}
+	fmt.Println(string(b))
+}

@@ -1,0 +1,489 @@
+package layerseal
+
+import (
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"github.com/moby/sys/mountinfo"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
+
+	"github.com/layerseal/layerseal/attest"
+	"github.com/layerseal/layerseal/internal/linux"
+	"github.com/layerseal/layerseal/nsrun"
+	"github.com/layerseal/layerseal/overlay"
+	"github.com/layerseal/layerseal/probe"
+)
+
+// Version is layerseal's version, recorded in every launch record.
+const Version = "0.1.0"
+
+// DefaultPolicy is the scope and limits of a session that declares none.
+var DefaultPolicy = attest.Policy{
+	DigestCap:     overlay.DefaultDigestCap,
+	MaxEntries:    overlay.DefaultMaxEntries,
+	MaxDirEntries: overlay.DefaultMaxDirEntries,
+}
+
+// RunConfig describes one session.
+type RunConfig struct {
+	Workspace string         // the directory the agent may change
+	Key       *attest.Signer // loaded once, before anything else, and pinned
+	KeyPath   string         // the key file, hidden from the agent
+	Out       string         // where launch.json and statement.json go
+	StateDir  string         // DefaultStateDir when empty
+	Process   specs.Process  // the agent; see DefaultProcess
+	Policy    attest.Policy  // DefaultPolicy's values where zero
+	// Stdin, Stdout and Stderr are the agent's; a terminal passes through.
+	Stdin, Stdout, Stderr *os.File
+	// Log receives diagnostics (one line each); nil discards them.
+	Log io.Writer
+}
+
+// RunResult is what a session produced.
+type RunResult struct {
+	Exit      attest.Exit
+	Statement *attest.Statement
+	Applied   bool   // the change set is now in the workspace
+	Kept      string // the session's state dir, when it was kept
+}
+
+// SetupError is returned when the session failed before the agent started:
+// nothing in the workspace changed.
+type SetupError struct{ Err error }
+
+func (e *SetupError) Error() string { return e.Err.Error() }
+func (e *SetupError) Unwrap() error { return e.Err }
+
+// DefaultCapabilities are what an agent running as root keeps when its
+// process names none: the usual container set, without CAP_SYS_ADMIN, so
+// it cannot rearrange its mounts.
+var DefaultCapabilities = []string{
+	"CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FSETID", "CAP_FOWNER", "CAP_MKNOD",
+	"CAP_NET_RAW", "CAP_SETGID", "CAP_SETUID", "CAP_SETFCAP", "CAP_SETPCAP",
+	"CAP_NET_BIND_SERVICE", "CAP_SYS_CHROOT", "CAP_KILL", "CAP_AUDIT_WRITE",
+}
+
+// DefaultProcess is the agent process for args when nothing else is said:
+// the given user, the workspace as working directory, a minimal environment,
+// DefaultCapabilities for root, none otherwise, and no_new_privileges.
+func DefaultProcess(args []string, uid, gid uint32) specs.Process {
+	p := specs.Process{
+		Args:            args,
+		User:            specs.User{UID: uid, GID: gid},
+		NoNewPrivileges: true,
+	}
+	caps := []string{}
+	if uid == 0 {
+		caps = DefaultCapabilities
+	}
+	p.Capabilities = &specs.LinuxCapabilities{Bounding: caps, Effective: caps, Permitted: caps}
+	return p
+}
+
+// Run runs one session: it checks its inputs, launches the agent over an
+// overlay of the workspace, signs a launch record before the agent starts
+// and a change statement after it ends, and applies the change set to the
+// workspace. Errors before the agent started are *SetupError (wrapping
+// nsrun.ErrCommandNotFound when the command does not exist). After the
+// agent ran, the change set is never lost: on any error it stays in the
+// session's state dir and the error says how to go on.
+func Run(cfg RunConfig) (*RunResult, error) {
+	s, err := prepare(cfg)
+	if err != nil {
+		return nil, &SetupError{err}
+	}
+	return s.run()
+}
+
+// session is one run in progress.
+type session struct {
+	cfg      RunConfig
+	ws       string // absolute, symlinks resolved
+	out      string
+	dir      sessionDir
+	features probe.Features
+	lower    linux.Stat
+	submount []attest.Reason
+	launch   []byte
+	log      func(format string, args ...any)
+}
+
+func prepare(cfg RunConfig) (*session, error) {
+	s := &session{cfg: cfg, log: func(string, ...any) {}}
+	if cfg.Log != nil {
+		s.log = func(format string, args ...any) { fmt.Fprintf(cfg.Log, "layerseal: "+format+"\n", args...) }
+	}
+	if os.Geteuid() != 0 {
+		return nil, errors.New("layerseal run needs root: it mounts an overlay in a new mount namespace")
+	}
+	if cfg.Key == nil {
+		return nil, errors.New("no signing key")
+	}
+	if len(cfg.Process.Args) == 0 {
+		return nil, errors.New("no agent command given")
+	}
+	var err error
+	if s.ws, err = resolveDir("workspace", cfg.Workspace); err != nil {
+		return nil, err
+	}
+	if s.ws == "/" {
+		return nil, errors.New("workspace \"/\": the root directory cannot be a workspace")
+	}
+	if cfg.StateDir == "" {
+		cfg.StateDir = DefaultStateDir
+	}
+	if cfg.StateDir, err = filepath.Abs(cfg.StateDir); err != nil {
+		return nil, err
+	}
+	if s.out, err = prepareOut(cfg.Out); err != nil {
+		return nil, err
+	}
+	keyPath, _ := filepath.Abs(cfg.KeyPath)
+	for _, c := range []struct{ what, p string }{{"output dir", s.out}, {"state dir", cfg.StateDir}, {"key", keyPath}} {
+		if c.p != "" && within(evalOrSelf(c.p), s.ws) {
+			return nil, fmt.Errorf("%s %q is inside the workspace %q: the agent could reach it", c.what, c.p, s.ws)
+		}
+	}
+	if within(s.ws, evalOrSelf(cfg.StateDir)) {
+		return nil, fmt.Errorf("workspace %q is inside the state dir %q", s.ws, cfg.StateDir)
+	}
+	if s.features, err = probe.Detect(); err != nil {
+		return nil, err
+	}
+	if !s.features.Overlay.OK() {
+		return nil, fmt.Errorf("this kernel cannot mount an overlay filesystem (%s)", s.features.Overlay.Detail)
+	}
+	if s.lower, err = linux.Lstat(unix.AT_FDCWD, s.ws); err != nil {
+		return nil, fmt.Errorf("workspace %q: %w", s.ws, err)
+	}
+	if s.submount, err = submounts(s.ws); err != nil {
+		return nil, err
+	}
+	s.cfg = cfg
+	s.cfg.Policy = fillPolicy(cfg.Policy)
+	return s, nil
+}
+
+func fillPolicy(p attest.Policy) attest.Policy {
+	if p.DigestCap == 0 {
+		p.DigestCap = DefaultPolicy.DigestCap
+	}
+	if p.MaxEntries == 0 {
+		p.MaxEntries = DefaultPolicy.MaxEntries
+	}
+	if p.MaxDirEntries == 0 {
+		p.MaxDirEntries = DefaultPolicy.MaxDirEntries
+	}
+	return p
+}
+
+// resolveDir returns the absolute, symlink-free path of an existing dir.
+func resolveDir(what, p string) (string, error) {
+	if p == "" {
+		return "", fmt.Errorf("no %s given", what)
+	}
+	abs, err := filepath.Abs(p)
+	if err == nil {
+		abs, err = filepath.EvalSymlinks(abs)
+	}
+	if err != nil {
+		return "", fmt.Errorf("%s %q: %w", what, p, unwrapPath(err))
+	}
+	fi, err := os.Stat(abs)
+	if err != nil {
+		return "", fmt.Errorf("%s %q: %w", what, p, unwrapPath(err))
+	}
+	if !fi.IsDir() {
+		return "", fmt.Errorf("%s %q is not a directory", what, p)
+	}
+	return abs, nil
+}
+
+func unwrapPath(err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+// evalOrSelf resolves symlinks in p as far as p exists.
+func evalOrSelf(p string) string {
+	if r, err := filepath.EvalSymlinks(p); err == nil {
+		return r
+	}
+	if parent := filepath.Dir(p); parent != p {
+		return filepath.Join(evalOrSelf(parent), filepath.Base(p))
+	}
+	return p
+}
+
+// prepareOut makes the output dir and checks that it is writable and holds
+// no earlier session.
+func prepareOut(out string) (string, error) {
+	if out == "" {
+		return "", errors.New("no output dir given")
+	}
+	abs, err := filepath.Abs(out)
+	if err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(abs, 0o755); err != nil {
+		return "", fmt.Errorf("output dir %q: %w", out, unwrapPath(err))
+	}
+	abs = evalOrSelf(abs)
+	for _, name := range []string{LaunchFile, StatementFile} {
+		if _, err := os.Lstat(filepath.Join(abs, name)); err == nil {
+			return "", fmt.Errorf("output dir %q already holds %s of another session", out, name)
+		}
+	}
+	f, err := os.CreateTemp(abs, ".write-check-")
+	if err != nil {
+		return "", fmt.Errorf("output dir %q is not writable: %w", out, unwrapPath(err))
+	}
+	f.Close()
+	os.Remove(f.Name())
+	return abs, nil
+}
+
+// submounts lists the mounts beneath the workspace: the overlay's lower
+// layer does not include them, so the agent cannot see or change them and
+// the statement cannot speak for them.
+func submounts(ws string) ([]attest.Reason, error) {
+	infos, err := mountinfo.GetMounts(mountinfo.PrefixFilter(ws))
+	if err != nil {
+		return nil, fmt.Errorf("read mount table: %w", err)
+	}
+	var out []attest.Reason
+	seen := map[string]bool{}
+	for _, m := range infos {
+		if m.Mountpoint == ws || seen[m.Mountpoint] {
+			continue
+		}
+		seen[m.Mountpoint] = true
+		rel, _ := filepath.Rel(ws, m.Mountpoint)
+		out = append(out, attest.Reason{Code: attest.Submount, Path: attest.Path(rel),
+			Detail: fmt.Sprintf("a %s mount lies under the workspace; the overlay does not cover it", m.FSType)})
+	}
+	return out, nil
+}
+
+// kernelFeatures is the launch record's account of what probe found.
+func kernelFeatures(f probe.Features) attest.Kernel {
+	feats := map[string]bool{
+		"statx_mnt_id":        f.StatxMountID.OK(),
+		"statx_mnt_id_unique": f.StatxMountIDUnique.OK(),
+		"openat2":             f.Openat2.OK(),
+		"overlay":             f.Overlay.OK(),
+		"userxattr":           f.UserXattr.OK(),
+	}
+	for _, s := range f.Simulated {
+		feats["simulated:"+s] = true
+	}
+	return attest.Kernel{Release: f.KernelRelease, Features: feats}
+}
+
+func (s *session) run() (*RunResult, error) {
+	id := attest.NewSessionID()
+	dir, err := createSession(s.cfg.StateDir, id)
+	if err != nil {
+		return nil, &SetupError{err}
+	}
+	s.dir = dir
+	if !s.features.Openat2.OK() {
+		linux.DisableOpenat2()
+	}
+	hide := []string{s.cfg.StateDir, s.out}
+	if s.cfg.KeyPath != "" {
+		if k, err := filepath.Abs(s.cfg.KeyPath); err == nil {
+			hide = append(hide, evalOrSelf(k))
+		}
+	}
+	nc := nsrun.Config{Workspace: s.ws, Upper: dir.upper(), Work: dir.work(), Hide: hide, Process: s.cfg.Process}
+	r, err := nsrun.Start(nc, s.cfg.Stdin, s.cfg.Stdout, s.cfg.Stderr)
+	if err != nil {
+		s.dropEmpty()
+		return nil, &SetupError{err}
+	}
+	ready, err := r.Ready()
+	if err != nil {
+		r.Abort()
+		s.dropEmpty()
+		return nil, &SetupError{err}
+	}
+	if err := s.writeLaunch(id, ready); err != nil {
+		r.Abort()
+		s.dropEmpty()
+		return nil, &SetupError{err}
+	}
+	if err := r.Go(); err != nil {
+		r.Abort()
+		s.dropEmpty()
+		return nil, &SetupError{err}
+	}
+	res, err := r.Wait()
+	if err != nil {
+		// The agent ran but the supervisor lost track of its end: attest
+		// what is there, and say so.
+		s.log("%v", err)
+	}
+	return s.finish(id, res, err != nil)
+}
+
+// dropEmpty removes the session dir when its upper layer is still empty
+// (the agent never ran); otherwise it keeps it.
+func (s *session) dropEmpty() {
+	if ents, err := os.ReadDir(s.dir.upper()); err == nil && len(ents) == 0 {
+		os.RemoveAll(string(s.dir))
+	}
+}
+
+func (s *session) writeLaunch(id string, ready nsrun.Ready) error {
+	lr := &attest.LaunchRecord{
+		SessionID:   id,
+		Workspace:   attest.Bytes(s.ws),
+		Lower:       attest.LowerIdentity{Dev: s.lower.Dev, Ino: s.lower.Ino, MountID: s.lower.MountID, MountIDKnown: s.lower.HasMountID && s.features.StatxMountID.OK()},
+		Overlay:     attest.OverlayOptions{Options: ready.Mounted.Options, Missing: ready.Mounted.Missing},
+		Kernel:      kernelFeatures(s.features),
+		Agent:       s.cfg.Process,
+		Policy:      s.cfg.Policy,
+		ToolVersion: Version,
+		Started:     time.Now().UTC(),
+	}
+	if !lr.Lower.MountIDKnown {
+		lr.Lower.MountID = 0
+	}
+	b, err := attest.SignLaunch(s.cfg.Key, lr)
+	if err != nil {
+		return fmt.Errorf("sign launch record: %w", err)
+	}
+	rec := sessionRecord{ID: id, Workspace: s.ws, Out: s.out, PublicKey: s.cfg.Key.Public()}
+	if err := s.dir.writeRecord(rec); err != nil {
+		return err
+	}
+	if err := writeFileAtomic(filepath.Join(string(s.dir), LaunchFile), b, 0o600); err != nil {
+		return err
+	}
+	s.launch = b
+	return writeFileAtomic(filepath.Join(s.out, LaunchFile), b, 0o644)
+}
+
+// finish attests the upper layer, writes the statement and applies it.
+func (s *session) finish(id string, res nsrun.Result, lostEnd bool) (*RunResult, error) {
+	out := &RunResult{Exit: attest.Exit{Code: res.ExitCode}, Kept: string(s.dir)}
+	if res.Signal != 0 {
+		out.Exit = attest.Exit{Code: 128 + res.Signal, Signal: unix.SignalName(unix.Signal(res.Signal))}
+	}
+	reasons := append([]attest.Reason(nil), s.submount...)
+	for _, m := range res.Mounts {
+		reasons = append(reasons, attest.Reason{Code: attest.AgentMount, Path: m.Path, Detail: m.Detail})
+	}
+	if res.Outlived > 0 {
+		reasons = append(reasons, attest.Reason{Code: attest.AgentOutlived,
+			Detail: fmt.Sprintf("%d process(es) outlived the agent's main process and were killed", res.Outlived)})
+	}
+	if res.CapSysAdmin {
+		reasons = append(reasons, attest.Reason{Code: attest.CapSysAdmin,
+			Detail: "the agent held CAP_SYS_ADMIN and could rearrange its mounts"})
+	}
+	if lostEnd {
+		reasons = append(reasons, attest.Reason{Code: attest.UnobservedEnd,
+			Detail: "the supervisor did not observe the end of the run"})
+	}
+	if now, err := linux.Lstat(unix.AT_FDCWD, s.ws); err != nil || now.Dev != s.lower.Dev || now.Ino != s.lower.Ino ||
+		(now.HasMountID && s.lower.HasMountID && now.MountID != s.lower.MountID) {
+		reasons = append(reasons, attest.Reason{Code: attest.LowerChanged,
+			Detail: "the workspace directory is not the one the session started on"})
+	}
+	st, err := Attest(s.dir.upper(), s.dir.work(), s.ws, s.cfg.Policy, !s.features.StatxMountID.OK())
+	if err != nil {
+		return out, fmt.Errorf("attest the change set: %w; the change set is kept in %s", err, s.dir)
+	}
+	st.SessionID = id
+	st.Launch = sha(s.launch)
+	st.Exit = out.Exit
+	st.Incomplete = sortReasons(append(reasons, st.Incomplete...))
+	b, err := attest.SignStatement(s.cfg.Key, st)
+	if err != nil {
+		return out, fmt.Errorf("sign statement: %w; the change set is kept in %s", err, s.dir)
+	}
+	if err := writeFileAtomic(filepath.Join(string(s.dir), StatementFile), b, 0o600); err != nil {
+		return out, fmt.Errorf("%w; the change set is kept in %s", err, s.dir)
+	}
+	if err := writeFileAtomic(filepath.Join(s.out, StatementFile), b, 0o644); err != nil {
+		return out, fmt.Errorf("%w; the change set is kept in %s", err, s.dir)
+	}
+	out.Statement = st
+	if err := applySession(s.dir, s.ws, s.out, st); err != nil {
+		return out, err
+	}
+	out.Applied = true
+	if len(st.Incomplete) > 0 {
+		s.log("statement is incomplete; the upper layer is kept for inspection in %s", s.dir.upper())
+		return out, nil
+	}
+	out.Kept = ""
+	return out, os.RemoveAll(string(s.dir))
+}
+
+// Attest reads the quiescent upper layer against the lower layer (the
+// workspace, not mounted) and returns an unsigned statement of it: entries,
+// Merkle root and the reader's incomplete reasons. The caller fills in the
+// session, launch binding and exit, and adds its own reasons.
+func Attest(upper, work, lower string, p attest.Policy, noMountID bool) (*attest.Statement, error) {
+	opt := overlay.ReadOptions{
+		DigestCap:     p.DigestCap,
+		MaxEntries:    p.MaxEntries,
+		MaxDirEntries: p.MaxDirEntries,
+		NoMountID:     noMountID,
+		WorkDir:       work,
+	}
+	if p.TimeBudget > 0 {
+		opt.Deadline = time.Now().Add(p.TimeBudget)
+	}
+	ch, err := overlay.Read(upper, lower, opt)
+	if err != nil {
+		return nil, err
+	}
+	return &attest.Statement{
+		Workspace:  attest.Bytes(lower),
+		Incomplete: ch.Incomplete,
+		Entries:    ch.Entries,
+		Ended:      time.Now().UTC(),
+		Stats: attest.Stats{
+			UpperEntries: uint64(ch.Stats.UpperEntries),
+			LowerEntries: uint64(ch.Stats.LowerEntries),
+			BytesHashed:  ch.Stats.BytesHashed,
+		},
+	}, nil
+}
+
+// sortReasons orders reasons by code, then path, and drops exact repeats.
+func sortReasons(rs []attest.Reason) []attest.Reason {
+	sort.SliceStable(rs, func(i, j int) bool {
+		if rs[i].Code != rs[j].Code {
+			return rs[i].Code < rs[j].Code
+		}
+		return rs[i].Path < rs[j].Path
+	})
+	out := rs[:0]
+	for i, r := range rs {
+		if i > 0 && r == rs[i-1] {
+			continue
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+func sha(b []byte) []byte {
+	h := sha256.Sum256(b)
+	return h[:]
+}
