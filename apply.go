@@ -23,7 +23,7 @@ func applySession(dir sessionDir, ws, out string, st *attest.Statement) error {
 // Apply finishes applying the change set of the session whose output dir is
 // out: it verifies the statement there against the key pinned in the
 // session's state, applies it again (every step is idempotent) and then
-// drops the session's upper layer if the statement is complete.
+// drops the session's upper layer unless parts of it were not examined.
 func Apply(out, stateDir string) (*attest.Statement, error) {
 	if stateDir == "" {
 		stateDir = DefaultStateDir
@@ -50,7 +50,7 @@ func Apply(out, stateDir string) (*attest.Statement, error) {
 	if err := applySession(dir, rec.Workspace, out, st); err != nil {
 		return st, err
 	}
-	if len(st.Incomplete) > 0 {
+	if unexamined(st.Incomplete) {
 		return st, nil
 	}
 	return st, os.RemoveAll(string(dir))

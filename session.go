@@ -120,8 +120,8 @@ func prepare(cfg RunConfig) (*session, error) {
 	if cfg.Log != nil {
 		s.log = func(format string, args ...any) { fmt.Fprintf(cfg.Log, "layerseal: "+format+"\n", args...) }
 	}
-	if os.Geteuid() != 0 {
-		return nil, errors.New("layerseal run needs root: it mounts an overlay in a new mount namespace")
+	if err := RequireRoot(); err != nil {
+		return nil, err
 	}
 	if cfg.Key == nil {
 		return nil, errors.New("no signing key")
@@ -142,14 +142,16 @@ func prepare(cfg RunConfig) (*session, error) {
 	if cfg.StateDir, err = filepath.Abs(cfg.StateDir); err != nil {
 		return nil, err
 	}
-	if s.out, err = prepareOut(cfg.Out); err != nil {
-		return nil, err
+	if cfg.Out == "" {
+		return nil, errors.New("no output dir given")
 	}
-	keyPath, _ := filepath.Abs(cfg.KeyPath)
-	for _, c := range []struct{ what, p string }{{"output dir", s.out}, {"state dir", cfg.StateDir}, {"key", keyPath}} {
-		if c.p != "" && within(evalOrSelf(c.p), s.ws) {
+	for _, c := range []struct{ what, p string }{{"output dir", cfg.Out}, {"state dir", cfg.StateDir}, {"key", cfg.KeyPath}} {
+		if c.p != "" && within(evalOrSelf(absOrSelf(c.p)), s.ws) {
 			return nil, fmt.Errorf("%s %q is inside the workspace %q: the agent could reach it", c.what, c.p, s.ws)
 		}
+	}
+	if s.out, err = prepareOut(cfg.Out); err != nil {
+		return nil, err
 	}
 	if within(s.ws, evalOrSelf(cfg.StateDir)) {
 		return nil, fmt.Errorf("workspace %q is inside the state dir %q", s.ws, cfg.StateDir)
@@ -182,6 +184,15 @@ func fillPolicy(p attest.Policy) attest.Policy {
 		p.MaxDirEntries = DefaultPolicy.MaxDirEntries
 	}
 	return p
+}
+
+// RequireRoot fails unless the process runs as root, which a session needs
+// to mount an overlay in a new mount namespace.
+func RequireRoot() error {
+	if os.Geteuid() != 0 {
+		return errors.New("layerseal run needs root: it mounts an overlay in a new mount namespace")
+	}
+	return nil
 }
 
 // resolveDir returns the absolute, symlink-free path of an existing dir.
@@ -228,13 +239,7 @@ func evalOrSelf(p string) string {
 // prepareOut makes the output dir and checks that it is writable and holds
 // no earlier session.
 func prepareOut(out string) (string, error) {
-	if out == "" {
-		return "", errors.New("no output dir given")
-	}
-	abs, err := filepath.Abs(out)
-	if err != nil {
-		return "", err
-	}
+	abs := absOrSelf(out)
 	if err := os.MkdirAll(abs, 0o755); err != nil {
 		return "", fmt.Errorf("output dir %q: %w", out, unwrapPath(err))
 	}
@@ -425,12 +430,25 @@ func (s *session) finish(id string, res nsrun.Result, lostEnd bool) (*RunResult,
 		return out, err
 	}
 	out.Applied = true
-	if len(st.Incomplete) > 0 {
-		s.log("statement is incomplete; the upper layer is kept for inspection in %s", s.dir.upper())
+	if unexamined(st.Incomplete) {
+		s.log("parts of the upper layer were not examined, so not attested or applied; it is kept in %s", s.dir.upper())
 		return out, nil
 	}
 	out.Kept = ""
 	return out, os.RemoveAll(string(s.dir))
+}
+
+// unexamined reports whether any reason means part of the upper layer was
+// not read, so applying the statement did not carry all of it over.
+func unexamined(rs []attest.Reason) bool {
+	for _, r := range rs {
+		switch r.Code {
+		case attest.Unreadable, attest.Vanished, attest.EntryBudget, attest.TimeBudget,
+			attest.DirEntryLimit, attest.RootMissing, attest.OtherMount:
+			return true
+		}
+	}
+	return false
 }
 
 // Attest reads the quiescent upper layer against the lower layer (the

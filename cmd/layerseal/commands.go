@@ -158,6 +158,9 @@ func runConfig(cmd *cli.Command) (layerseal.RunConfig, error) {
 	if policy.MaxEntries < 0 || policy.MaxDirEntries < 0 || policy.TimeBudget < 0 {
 		return cfg, usageErr("run: budgets must not be negative")
 	}
+	if err := layerseal.RequireRoot(); err != nil {
+		return cfg, exitWith(exitSetup, err)
+	}
 	signer, err := attest.LoadPrivateKey(cmd.String("key"))
 	if err != nil {
 		return cfg, exitWith(exitSetup, err)
