@@ -71,8 +71,8 @@ func writeNew(path string, perm os.FileMode, data []byte) error {
 // path, refusing files larger than maxKeyFile. With private set it also
 // refuses a file that group or others may access.
 func readPEM(path, typ string, private bool) ([]byte, error) {
-	// Lstat first so a FIFO or device is never opened.
-	fi, err := os.Lstat(path)
+	// Stat first so a FIFO or device is never opened.
+	fi, err := os.Stat(path)
 	if err != nil {
 		return nil, fmt.Errorf("read key: %w", err)
 	}

@@ -143,3 +143,13 @@ func TestNewSigner(t *testing.T) {
 		t.Error("KeyID of a short key is not empty")
 	}
 }
+
+func TestNewSessionID(t *testing.T) {
+	a, b := NewSessionID(), NewSessionID()
+	if err := checkSessionID(a); err != nil {
+		t.Fatal(err)
+	}
+	if a == b {
+		t.Errorf("two session IDs are equal: %s", a)
+	}
+}

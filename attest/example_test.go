@@ -1,0 +1,77 @@
+package attest_test
+
+import (
+	"crypto/ed25519"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/layerseal/layerseal/attest"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+)
+
+// Sign a launch record before the run and a statement after it, then
+// verify the statement together with its launch record.
+func Example() {
+	// Real keys come from GenerateKey and LoadPrivateKey.
+	signer, _ := attest.NewSigner(ed25519.NewKeyFromSeed(make([]byte, ed25519.SeedSize)))
+
+	launch := &attest.LaunchRecord{
+		SessionID: "0123456789abcdef0123456789abcdef", // NewSessionID()
+		Workspace: "/home/dev/proj",
+		Lower:     attest.LowerIdentity{Dev: 2049, Ino: 131073, MountID: 42, MountIDKnown: true},
+		Overlay:   attest.OverlayOptions{Options: []string{"rw", "redirect_dir=nofollow"}},
+		Kernel:    attest.Kernel{Release: "6.18.0"},
+		Agent:     specs.Process{Args: []string{"agent"}, Cwd: "/home/dev/proj"},
+		Policy:    attest.Policy{DigestCap: 1 << 30, TimeBudget: time.Minute},
+		Started:   time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC),
+	}
+	launchEnv, err := attest.SignLaunch(signer, launch)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+
+	sum := sha256.Sum256([]byte("hello\n"))
+	launchDigest := sha256.Sum256(launchEnv)
+	st := &attest.Statement{
+		SessionID: launch.SessionID,
+		Launch:    launchDigest[:],
+		Workspace: launch.Workspace,
+		Entries: []attest.Entry{
+			{Path: "hello.txt", Change: attest.Added, New: &attest.State{Type: attest.File, Mode: 0o644, Size: 6, SHA256: sum[:]}},
+			{Path: "old\nname", Change: attest.Deleted, Old: &attest.State{Type: attest.Dir, Mode: 0o755}},
+		},
+		Incomplete: []attest.Reason{{Code: attest.AgentOutlived, Detail: "1 process killed at the end of the run"}},
+		Ended:      time.Date(2025, 1, 2, 3, 9, 0, 0, time.UTC),
+	}
+	stEnv, err := attest.SignStatement(signer, st)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+
+	got, err := attest.VerifyStatement(stEnv, signer.Public(), launchEnv)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("complete:", got.Complete)
+	for _, r := range got.Incomplete {
+		fmt.Println("incomplete:", r.Code)
+	}
+	for _, e := range got.Entries {
+		fmt.Println(e.Change, e.Path)
+	}
+
+	stEnv[len(stEnv)/2] ^= 1
+	_, err = attest.VerifyStatement(stEnv, signer.Public(), launchEnv)
+	fmt.Println(errors.Is(err, attest.ErrNotVerified) || errors.Is(err, attest.ErrMalformed))
+	// Output:
+	// complete: false
+	// incomplete: agent-outlived
+	// added hello.txt
+	// deleted old%0Aname
+	// true
+}
