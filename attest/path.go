@@ -8,8 +8,8 @@ import (
 	"unicode/utf8"
 )
 
-// The text form of Path and Bytes (used for them in JSON) spells any byte
-// string in exactly one way:
+// MarshalText returns the one spelling of p. The text form of Path and
+// Bytes (used for them in JSON) spells any byte string in exactly one way:
 //
 //   - A byte 0x20..0x7E (printable ASCII and space) other than '%' (0x25)
 //     appears as itself.
@@ -28,9 +28,8 @@ import (
 // must appear as themselves, raw bytes that must be escaped, and NUL, so a
 // decoder accepts a text exactly when it is the encoding of the bytes it
 // decodes to. The empty byte string is the empty text.
-
-// MarshalText returns the one spelling of p (see the format above). It
-// fails only when p contains NUL.
+//
+// MarshalText fails only when p contains NUL.
 func (p Path) MarshalText() ([]byte, error) {
 	return marshalText("path", string(p))
 }
@@ -82,8 +81,8 @@ func (p Path) Valid() error {
 // extended attribute name. Its text form is the one described for Path.
 type Bytes string
 
-// MarshalText returns the one spelling of b. It fails only when b contains
-// NUL.
+// MarshalText returns the one spelling of b (see Path.MarshalText). It
+// fails only when b contains NUL.
 func (b Bytes) MarshalText() ([]byte, error) {
 	return marshalText("byte string", string(b))
 }
