@@ -213,16 +213,26 @@ type Stat struct {
 	Attributes uint64 // STATX_ATTR_* (immutable, append-only, mount root)
 }
 
+var statxMissing atomic.Bool
+
 // Lstat is statx(dirfd, name, AT_SYMLINK_NOFOLLOW|AT_NO_AUTOMOUNT) asking
 // for the basic stats and the mount ID. An empty name stats dirfd itself
-// (AT_EMPTY_PATH).
+// (AT_EMPTY_PATH). On a kernel without statx (ENOSYS, before 4.11) it is
+// fstatat with the same flags, and reports no mount ID.
 func Lstat(dirfd int, name string) (Stat, error) {
-	flags := unix.AT_SYMLINK_NOFOLLOW | unix.AT_NO_AUTOMOUNT | unix.AT_STATX_SYNC_AS_STAT
+	flags := unix.AT_SYMLINK_NOFOLLOW | unix.AT_NO_AUTOMOUNT
 	if name == "" {
 		flags |= unix.AT_EMPTY_PATH
 	}
+	if statxMissing.Load() {
+		return lstatOld(dirfd, name, flags)
+	}
 	var sx unix.Statx_t
-	err := ignoringEINTR(func() error { return unix.Statx(dirfd, name, flags, StatxMask, &sx) })
+	err := ignoringEINTR(func() error { return unix.Statx(dirfd, name, flags|unix.AT_STATX_SYNC_AS_STAT, StatxMask, &sx) })
+	if errors.Is(err, unix.ENOSYS) {
+		statxMissing.Store(true)
+		return lstatOld(dirfd, name, flags)
+	}
 	if err != nil {
 		return Stat{}, pathErr("statx", name, err)
 	}
@@ -243,6 +253,28 @@ func Lstat(dirfd int, name string) (Stat, error) {
 		st.MountID, st.HasMountID = sx.Mnt_id, true
 	}
 	return st, nil
+}
+
+// lstatOld is Lstat's fallback through fstatat, which has no mount ID and
+// no file attributes.
+func lstatOld(dirfd int, name string, flags int) (Stat, error) {
+	var s unix.Stat_t
+	err := ignoringEINTR(func() error { return unix.Fstatat(dirfd, name, &s, flags) })
+	if err != nil {
+		return Stat{}, pathErr("fstatat", name, err)
+	}
+	return Stat{
+		Dev:     s.Dev,
+		Ino:     s.Ino,
+		Mode:    s.Mode,
+		Nlink:   uint32(s.Nlink),
+		UID:     s.Uid,
+		GID:     s.Gid,
+		Rdev:    s.Rdev,
+		Size:    uint64(s.Size),
+		MtimeNS: s.Mtim.Nano(),
+		CtimeNS: s.Ctim.Nano(),
+	}, nil
 }
 
 // procFD names fd in /proc/self/fd, the way to reach an O_PATH descriptor
