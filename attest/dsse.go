@@ -64,6 +64,20 @@ func open(file []byte, max int, pub ed25519.PublicKey) ([]byte, error) {
 	if len(pub) != ed25519.PublicKeySize {
 		return nil, fmt.Errorf("verify: ed25519 public key of %d bytes", len(pub))
 	}
+	env, err := parseEnvelope(file, max)
+	if err != nil {
+		return nil, err
+	}
+	sig := env.Signatures[0]
+	if sig.KeyID != KeyID(pub) || !ed25519.Verify(pub, pae(env.PayloadType, env.Payload), sig.Sig) {
+		return nil, ErrNotVerified
+	}
+	return env.Payload, nil
+}
+
+// parseEnvelope parses envelope file bytes of at most max bytes strictly,
+// without checking the signature.
+func parseEnvelope(file []byte, max int) (*envelope, error) {
 	if len(file) > max {
 		return nil, malformed("envelope of %d bytes is over the limit of %d", len(file), max)
 	}
@@ -80,9 +94,5 @@ func open(file []byte, max int, pub ed25519.PublicKey) ([]byte, error) {
 	if err := canonicalCheck(file, &env, true, "envelope"); err != nil {
 		return nil, err
 	}
-	sig := env.Signatures[0]
-	if sig.KeyID != KeyID(pub) || !ed25519.Verify(pub, pae(env.PayloadType, env.Payload), sig.Sig) {
-		return nil, ErrNotVerified
-	}
-	return env.Payload, nil
+	return &env, nil
 }
