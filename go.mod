@@ -11,3 +11,5 @@ require (
 	github.com/urfave/cli/v3 v3.14.0
 	golang.org/x/sys v0.50.0
 )
+
+require gopkg.in/yaml.v3 v3.0.1 // indirect

@@ -1,0 +1,224 @@
+package policy
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/layerseal/layerseal/attest"
+)
+
+// FileName is the configuration file layerseal looks for in the workspace
+// root.
+const FileName = "layerseal.yaml"
+
+// MaxConfigSize bounds a configuration file.
+const MaxConfigSize = 1 << 20
+
+// Apply modes.
+const (
+	ApplyAuto  = "auto"  // apply the swept change set when the agent is done
+	ApplyStage = "stage" // keep it staged for review
+)
+
+// Config is a parsed layerseal.yaml:
+//
+//	exclude: [.git/objects, node_modules, target]   # summarized, not itemized
+//	protected: [.env, ".env.*", .github/workflows/**]
+//	digest_cap: 256MiB          # bytes, or with a KiB/MiB/GiB/TiB suffix
+//	max_entries_per_dir: 10000
+//	budget: {entries: 1000000, time: 10m}
+//	checkpoint_every: 0s        # Go duration; 0 disables interval checkpoints
+//	apply: auto                 # auto | stage
+//
+// Every key is optional; zero values mean layerseal's defaults. Unknown or
+// repeated keys, values of the wrong kind, negative limits and globs that
+// can never match are errors naming the line.
+type Config struct {
+	Exclude          []*Glob
+	Protected        []*Glob
+	DigestCap        int64
+	MaxEntriesPerDir int64
+	Entries          int64         // budget.entries
+	Time             time.Duration // budget.time
+	CheckpointEvery  time.Duration
+	Apply            string // ApplyAuto (also when not given) or ApplyStage
+	// Digest is the SHA-256 of the file's bytes; nil for a config that was
+	// not read from a file.
+	Digest []byte
+}
+
+type fileConfig struct {
+	Exclude          globList   `yaml:"exclude"`
+	Protected        globList   `yaml:"protected"`
+	DigestCap        sizeValue  `yaml:"digest_cap"`
+	MaxEntriesPerDir *int64     `yaml:"max_entries_per_dir"`
+	Budget           budgetYAML `yaml:"budget"`
+	CheckpointEvery  duration   `yaml:"checkpoint_every"`
+	Apply            string     `yaml:"apply"`
+}
+
+type budgetYAML struct {
+	Entries *int64   `yaml:"entries"`
+	Time    duration `yaml:"time"`
+}
+
+// globList is a YAML sequence of globs (or a single glob), compiled with
+// line numbers in errors.
+type globList []*Glob
+
+func (l *globList) UnmarshalYAML(n *yaml.Node) error {
+	items := []*yaml.Node{n}
+	if n.Kind == yaml.SequenceNode {
+		items = n.Content
+	}
+	for _, it := range items {
+		if it.Kind != yaml.ScalarNode || it.Tag == "!!null" {
+			return fmt.Errorf("line %d: want a glob string", it.Line)
+		}
+		g, err := Compile(it.Value)
+		if err != nil {
+			return fmt.Errorf("line %d: %w", it.Line, err)
+		}
+		*l = append(*l, g)
+	}
+	return nil
+}
+
+type sizeValue struct {
+	n   int64
+	set bool
+}
+
+func (s *sizeValue) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.ScalarNode {
+		return fmt.Errorf("line %d: want a byte count such as 256MiB", n.Line)
+	}
+	v, err := ParseSize(n.Value)
+	if err != nil {
+		return fmt.Errorf("line %d: %w", n.Line, err)
+	}
+	*s = sizeValue{v, true}
+	return nil
+}
+
+type duration struct {
+	d   time.Duration
+	set bool
+}
+
+func (d *duration) UnmarshalYAML(n *yaml.Node) error {
+	v, err := time.ParseDuration(n.Value)
+	if n.Kind != yaml.ScalarNode || err != nil || v < 0 {
+		return fmt.Errorf("line %d: %q is not a duration such as 10m or 30s", n.Line, n.Value)
+	}
+	*d = duration{v, true}
+	return nil
+}
+
+// ParseSize reads a positive byte count such as 1048576, 512KiB, 256MiB or
+// 4GiB.
+func ParseSize(s string) (int64, error) {
+	mult := int64(1)
+	num := s
+	for _, u := range []struct {
+		suffix string
+		m      int64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40}, {"B", 1}} {
+		if strings.HasSuffix(num, u.suffix) {
+			num, mult = strings.TrimSuffix(num, u.suffix), u.m
+			break
+		}
+	}
+	n, err := strconv.ParseInt(num, 10, 64)
+	if err != nil || n <= 0 || n > (1<<62)/mult {
+		return 0, fmt.Errorf("%q is not a positive byte count such as 256MiB", s)
+	}
+	return n * mult, nil
+}
+
+// Parse reads a configuration strictly. name is used in errors.
+func Parse(name string, data []byte) (*Config, error) {
+	if len(data) > MaxConfigSize {
+		return nil, fmt.Errorf("config %q: over %d bytes", name, MaxConfigSize)
+	}
+	sum := sha256.Sum256(data)
+	c := &Config{Apply: ApplyAuto, Digest: sum[:]}
+	var f fileConfig
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	err := dec.Decode(&f)
+	if errors.Is(err, io.EOF) {
+		return c, nil // empty file
+	}
+	if err != nil {
+		return nil, fmt.Errorf("config %q: %w", name, cleanYAMLError(err))
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("config %q: more than one YAML document", name)
+	}
+	c.Exclude, c.Protected = f.Exclude, f.Protected
+	c.DigestCap = f.DigestCap.n
+	for _, v := range []struct {
+		key string
+		p   *int64
+		dst *int64
+	}{{"max_entries_per_dir", f.MaxEntriesPerDir, &c.MaxEntriesPerDir}, {"budget.entries", f.Budget.Entries, &c.Entries}} {
+		if v.p == nil {
+			continue
+		}
+		if *v.p <= 0 {
+			return nil, fmt.Errorf("config %q: %s %d: must be positive", name, v.key, *v.p)
+		}
+		*v.dst = *v.p
+	}
+	c.Time = f.Budget.Time.d
+	c.CheckpointEvery = f.CheckpointEvery.d
+	switch f.Apply {
+	case "", ApplyAuto:
+	case ApplyStage:
+		c.Apply = ApplyStage
+	default:
+		return nil, fmt.Errorf("config %q: apply %q: want %q or %q", name, f.Apply, ApplyAuto, ApplyStage)
+	}
+	return c, nil
+}
+
+// cleanYAMLError drops the "yaml: " prefixes the decoder adds.
+func cleanYAMLError(err error) error {
+	var te *yaml.TypeError
+	if errors.As(err, &te) {
+		return errors.New(strings.Join(te.Errors, "; "))
+	}
+	return errors.New(strings.TrimPrefix(err.Error(), "yaml: "))
+}
+
+// Texts returns the globs as written, as paths for the launch record.
+func Texts(gs []*Glob) []attest.Path {
+	var out []attest.Path
+	for _, g := range gs {
+		out = append(out, attest.Path(g.text))
+	}
+	return out
+}
+
+// CompileAll compiles globs, naming the first bad one.
+func CompileAll(texts []string) ([]*Glob, error) {
+	var out []*Glob
+	for _, t := range texts {
+		g, err := Compile(t)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, g)
+	}
+	return out, nil
+}

@@ -1,0 +1,173 @@
+package policy
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/layerseal/layerseal/attest"
+)
+
+func TestGlobMatch(t *testing.T) {
+	cases := []struct {
+		glob string
+		yes  []attest.Path
+		no   []attest.Path
+	}{
+		{".env", []attest.Path{".env"}, []attest.Path{"a/.env", ".env.local", ".", "env"}},
+		{".env.*", []attest.Path{".env.local", ".env.x"}, []attest.Path{".env", "a/.env.local", ".env.a/b"}},
+		{".github/workflows/**", []attest.Path{".github/workflows", ".github/workflows/ci.yml", ".github/workflows/a/b"}, []attest.Path{".github", ".github/x"}},
+		{"**/.env", []attest.Path{".env", "a/.env", "a/b/.env"}, []attest.Path{"a/.env/x", "x.env"}},
+		{"a/**/z", []attest.Path{"a/z", "a/b/z", "a/b/c/z"}, []attest.Path{"a", "z", "a/b"}},
+		{"src/?.go", []attest.Path{"src/a.go"}, []attest.Path{"src/ab.go", "src/.go"}},
+		{"[a-c]*", []attest.Path{"a", "bx", "c"}, []attest.Path{"d", "a/b"}},
+		{"[^a-c]", []attest.Path{"d"}, []attest.Path{"a"}},
+		{"x\\*", []attest.Path{"x*"}, []attest.Path{"xy"}},
+		{".", []attest.Path{"."}, []attest.Path{"a"}},
+		{"**", []attest.Path{".", "a", "a/b"}, nil},
+		{"new\nline", []attest.Path{"new\nline"}, []attest.Path{"new"}},
+	}
+	for _, c := range cases {
+		g, err := Compile(c.glob)
+		if err != nil {
+			t.Fatalf("Compile(%q): %v", c.glob, err)
+		}
+		for _, p := range c.yes {
+			if !g.Match(p) {
+				t.Errorf("%q should match %q", c.glob, p)
+			}
+			if !g.MayMatchWithin(p) {
+				t.Errorf("%q: MayMatchWithin(%q) false for a match", c.glob, p)
+			}
+		}
+		for _, p := range c.no {
+			if g.Match(p) {
+				t.Errorf("%q should not match %q", c.glob, p)
+			}
+		}
+	}
+}
+
+func TestGlobNeverMatches(t *testing.T) {
+	for _, bad := range []string{"", "/etc/passwd", "a//b", "a/", "./a", "a/../b", "a\x00b", "[z-a]", "[", "a**", "x/**y"} {
+		if _, err := Compile(bad); err == nil {
+			t.Errorf("Compile(%q) accepted a glob that can never match", bad)
+		}
+	}
+}
+
+func TestMayMatchWithin(t *testing.T) {
+	g, _ := Compile(".github/workflows/**")
+	for p, want := range map[attest.Path]bool{".": true, ".github": true, ".github/workflows": true, ".github/x": false, "src": false} {
+		if got := g.MayMatchWithin(p); got != want {
+			t.Errorf("MayMatchWithin(%q) = %t, want %t", p, got, want)
+		}
+	}
+}
+
+func rules(t *testing.T, exclude, protected, allow []string) *Rules {
+	t.Helper()
+	var r Rules
+	var err error
+	for _, x := range []struct {
+		dst *[]*Glob
+		src []string
+	}{{&r.Exclude, exclude}, {&r.Protected, protected}, {&r.Allow, allow}} {
+		if *x.dst, err = CompileAll(x.src); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return &r
+}
+
+func TestRules(t *testing.T) {
+	r := rules(t, []string{"node_modules", "vendor", "build/**"}, []string{".env", "src/*/.env", "vendor/keep/**"}, []string{"src/sub/.env"})
+	for p, want := range map[attest.Path]bool{
+		"node_modules": true, "node_modules/x": false, "vendor": false, "vendor/keep": false,
+		"build": true, "build/a": true, ".": false, "src": false,
+	} {
+		// node_modules/x is not itself excluded: its parent is.
+		if p == "node_modules/x" {
+			continue
+		}
+		if got := r.Excluded(p); got != want {
+			t.Errorf("Excluded(%q) = %t, want %t", p, got, want)
+		}
+	}
+	if got := r.Violation(".env"); got != ".env" {
+		t.Errorf("Violation(.env) = %q", got)
+	}
+	if got := r.Violation("src/a/.env"); got != "src/*/.env" {
+		t.Errorf("Violation(a/.env) = %q", got)
+	}
+	if got := r.Violation("src/sub/.env"); got != "" {
+		t.Errorf("Violation(sub/.env) = %q despite the allow", got)
+	}
+	if got := r.Violation("src/main.go"); got != "" {
+		t.Errorf("Violation(src/main.go) = %q", got)
+	}
+	// A protected glob that may reach anywhere turns every exclusion off.
+	everywhere := rules(t, []string{"node_modules"}, []string{"**/.env"}, nil)
+	if everywhere.Excluded("node_modules") {
+		t.Error("node_modules excluded although **/.env may match inside it")
+	}
+}
+
+func TestUnusedAllows(t *testing.T) {
+	r := rules(t, nil, []string{".env", "deploy/**", ".github/*/ci.yml"}, []string{"deploy/prod.yml", "src/**", ".env", "**/ci.yml", "docs/*.md"})
+	var got []string
+	for _, g := range r.UnusedAllows() {
+		got = append(got, g.String())
+	}
+	if strings.Join(got, ",") != "src/**,docs/*.md" {
+		t.Errorf("unused allows = %q, want src/** and docs/*.md", got)
+	}
+}
+
+func TestParse(t *testing.T) {
+	c, err := Parse("layerseal.yaml", []byte(`exclude: [.git/objects, node_modules, target]
+protected: [.env, ".env.*", .github/workflows/**, deploy/**]
+digest_cap: 256MiB
+max_entries_per_dir: 10000
+budget: {entries: 1000000, time: 10m}
+checkpoint_every: 30s
+apply: stage
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Exclude) != 3 || len(c.Protected) != 4 || c.DigestCap != 256<<20 || c.MaxEntriesPerDir != 10000 ||
+		c.Entries != 1000000 || c.Time != 10*time.Minute || c.CheckpointEvery != 30*time.Second || c.Apply != ApplyStage || len(c.Digest) != 32 {
+		t.Errorf("parsed %+v", c)
+	}
+	empty, err := Parse("e", nil)
+	if err != nil || empty.Apply != ApplyAuto || len(empty.Digest) != 32 {
+		t.Errorf("empty config: %+v, %v", empty, err)
+	}
+}
+
+func TestParseRefuses(t *testing.T) {
+	cases := []struct{ yaml, want string }{
+		{"exclude: [a]\nprotect: [.env]\n", "line 2"},
+		{"exclude: [a]\nprotect: [.env]\n", "protect"},
+		{"budget:\n  entries: 5\n  tim: 3s\n", "line 3"},
+		{"protected: [/etc]\n", "line 1"},
+		{"protected:\n  - ok\n  - a//b\n", "line 3"},
+		{"digest_cap: lots\n", "line 1"},
+		{"digest_cap: -5\n", "positive"},
+		{"max_entries_per_dir: 0\n", "positive"},
+		{"budget: {time: forever}\n", "duration"},
+		{"apply: sometimes\n", "sometimes"},
+		{"exclude: a\nexclude: b\n", "already defined"},
+		{"exclude: [a\n", "line"},
+		{"exclude: [a]\n---\nexclude: [b]\n", "more than one"},
+		{"exclude: [{a: b}]\n", "glob string"},
+		{"- a\n", "line 1"},
+	}
+	for _, c := range cases {
+		_, err := Parse("layerseal.yaml", []byte(c.yaml))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("Parse(%q) = %v, want an error containing %q", c.yaml, err, c.want)
+		}
+	}
+}
