@@ -12,4 +12,4 @@ require (
 	golang.org/x/sys v0.50.0
 )
 
-require gopkg.in/yaml.v3 v3.0.1 // indirect
+require gopkg.in/yaml.v3 v3.0.1

@@ -27,7 +27,10 @@ import (
 //	kernel        {"release": string, "features": object of bools, keys sorted}
 //	agent         the OCI runtime-spec process object, with its own member names
 //	policy        {"digest_cap","max_entries","max_dir_entries": decimal strings,
-//	               "time_budget": Go duration string, "exclude","protect": arrays of paths}
+//	               "time_budget": Go duration string, "exclude","protect": arrays of paths,
+//	               "allow": array of paths, "config_sha256": lowercase hex (omitted
+//	               when no config file was read), "checkpoint_every": Go duration
+//	               string, "apply": "auto" or "stage"}
 //	tool_version  string
 //	started       RFC 3339 UTC time with nanoseconds, trailing zeros dropped
 type LaunchRecord struct {
@@ -72,6 +75,16 @@ type Policy struct {
 	TimeBudget    time.Duration // time budget of the walk
 	Exclude       []Path        // workspace paths declared out of scope
 	Protect       []Path        // workspace paths the agent may not change
+	// Allow are the run's permissions to change protected paths (globs).
+	Allow []Path
+	// ConfigDigest is the SHA-256 of the configuration file's bytes; nil
+	// when none was read.
+	ConfigDigest []byte
+	// CheckpointEvery is the checkpoint interval; 0 means none.
+	CheckpointEvery time.Duration
+	// Apply is "stage" (keep the change set for review) or empty: apply
+	// when the agent is done ("auto" in JSON; decoded as empty).
+	Apply string
 }
 
 // NewSessionID returns a random 128-bit session ID in lowercase hex.
@@ -112,12 +125,16 @@ type kernelJSON struct {
 }
 
 type policyJSON struct {
-	DigestCap     int64  `json:"digest_cap,string"`
-	MaxEntries    int64  `json:"max_entries,string"`
-	MaxDirEntries int64  `json:"max_dir_entries,string"`
-	TimeBudget    string `json:"time_budget"`
-	Exclude       []Path `json:"exclude"`
-	Protect       []Path `json:"protect"`
+	DigestCap       int64  `json:"digest_cap,string"`
+	MaxEntries      int64  `json:"max_entries,string"`
+	MaxDirEntries   int64  `json:"max_dir_entries,string"`
+	TimeBudget      string `json:"time_budget"`
+	Exclude         []Path `json:"exclude"`
+	Protect         []Path `json:"protect"`
+	Allow           []Path `json:"allow"`
+	ConfigDigest    string `json:"config_sha256,omitempty"`
+	CheckpointEvery string `json:"checkpoint_every"`
+	Apply           string `json:"apply"`
 }
 
 func toBytes(ss []string) []Bytes {
@@ -155,7 +172,7 @@ func (l *LaunchRecord) toJSON() *launchJSON {
 		Overlay:     overlayJSON{Options: toBytes(l.Overlay.Options), Missing: toBytes(l.Overlay.Missing)},
 		Kernel:      kernelJSON{Release: l.Kernel.Release, Features: l.Kernel.Features},
 		Agent:       l.Agent,
-		Policy:      policyJSON{l.Policy.DigestCap, l.Policy.MaxEntries, l.Policy.MaxDirEntries, l.Policy.TimeBudget.String(), l.Policy.Exclude, l.Policy.Protect},
+		Policy:      l.Policy.toJSON(),
 		ToolVersion: l.ToolVersion,
 		Started:     formatTime(l.Started),
 	}
@@ -171,6 +188,10 @@ func (j *launchJSON) fromJSON() (*LaunchRecord, error) {
 	if err != nil || budget.String() != j.Policy.TimeBudget {
 		return nil, fmt.Errorf("time budget %q is not a Go duration string", j.Policy.TimeBudget)
 	}
+	policy, err := j.Policy.fromJSON(budget)
+	if err != nil {
+		return nil, err
+	}
 	features := j.Kernel.Features
 	if len(features) == 0 {
 		features = nil
@@ -183,7 +204,7 @@ func (j *launchJSON) fromJSON() (*LaunchRecord, error) {
 		Overlay:     OverlayOptions{Options: fromBytes(j.Overlay.Options), Missing: fromBytes(j.Overlay.Missing)},
 		Kernel:      Kernel{Release: j.Kernel.Release, Features: features},
 		Agent:       j.Agent,
-		Policy:      Policy{j.Policy.DigestCap, j.Policy.MaxEntries, j.Policy.MaxDirEntries, budget, nilIfEmpty(j.Policy.Exclude), nilIfEmpty(j.Policy.Protect)},
+		Policy:      policy,
 		ToolVersion: j.ToolVersion,
 		Started:     started,
 	}, nil
@@ -253,8 +274,53 @@ func (l *LaunchRecord) validate() error {
 	if err := validPaths("policy protect", p.Protect); err != nil {
 		return err
 	}
+	if err := validPaths("policy allow", p.Allow); err != nil {
+		return err
+	}
+	if p.ConfigDigest != nil && len(p.ConfigDigest) != 32 {
+		return fmt.Errorf("policy config digest of %d bytes", len(p.ConfigDigest))
+	}
+	if p.CheckpointEvery < 0 {
+		return fmt.Errorf("policy checkpoint interval %s is negative", p.CheckpointEvery)
+	}
+	if p.Apply != "" && p.Apply != "auto" && p.Apply != "stage" {
+		return fmt.Errorf("policy apply mode %q: want \"auto\" or \"stage\"", p.Apply)
+	}
 	if err := validText("tool version", l.ToolVersion); err != nil {
 		return err
 	}
 	return checkTime("started", l.Started)
+}
+
+func (p Policy) toJSON() policyJSON {
+	apply := p.Apply
+	if apply == "" {
+		apply = "auto"
+	}
+	return policyJSON{
+		DigestCap: p.DigestCap, MaxEntries: p.MaxEntries, MaxDirEntries: p.MaxDirEntries,
+		TimeBudget: p.TimeBudget.String(), Exclude: p.Exclude, Protect: p.Protect, Allow: p.Allow,
+		ConfigDigest: hexOrEmpty(p.ConfigDigest), CheckpointEvery: p.CheckpointEvery.String(), Apply: apply,
+	}
+}
+
+func (j policyJSON) fromJSON(budget time.Duration) (Policy, error) {
+	every, err := time.ParseDuration(j.CheckpointEvery)
+	if err != nil || every.String() != j.CheckpointEvery {
+		return Policy{}, fmt.Errorf("checkpoint interval %q is not a Go duration string", j.CheckpointEvery)
+	}
+	p := Policy{
+		DigestCap: j.DigestCap, MaxEntries: j.MaxEntries, MaxDirEntries: j.MaxDirEntries, TimeBudget: budget,
+		Exclude: nilIfEmpty(j.Exclude), Protect: nilIfEmpty(j.Protect), Allow: nilIfEmpty(j.Allow),
+		CheckpointEvery: every, Apply: j.Apply,
+	}
+	if p.Apply == "auto" {
+		p.Apply = ""
+	}
+	if j.ConfigDigest != "" {
+		if p.ConfigDigest, err = parseHex("config digest", j.ConfigDigest); err != nil {
+			return Policy{}, err
+		}
+	}
+	return p, nil
 }

@@ -36,7 +36,8 @@ func SignLaunch(s *Signer, l *LaunchRecord) ([]byte, error) {
 }
 
 // SignStatement sets st.KeyID to the signer's key ID, st.Root and st.Count
-// from st.Entries and st.Complete from st.Incomplete, checks st, and returns
+// from st.Entries, st.AppliedRoot and st.AppliedCount from
+// st.AppliedEntries() and st.Complete from st.Incomplete, checks st, and returns
 // the envelope file bytes of the signed statement (canonical JSON and a
 // newline). It costs what MerkleRoot does, plus encoding.
 func SignStatement(s *Signer, st *Statement) ([]byte, error) {
@@ -47,9 +48,15 @@ func SignStatement(s *Signer, st *Statement) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sign statement: %w", err)
 	}
+	applied, err := MerkleRoot(st.AppliedEntries())
+	if err != nil {
+		return nil, fmt.Errorf("sign statement: applied: %w", err)
+	}
 	st.KeyID = s.KeyID()
 	st.Root = root
 	st.Count = uint64(len(st.Entries))
+	st.AppliedRoot = applied
+	st.AppliedCount = uint64(len(st.AppliedEntries()))
 	st.Complete = len(st.Incomplete) == 0
 	if err := st.validate(); err != nil {
 		return nil, fmt.Errorf("sign statement: %w", err)

@@ -35,6 +35,15 @@ const StatementSubject = "workspace-changes"
 //	stats            {"upper_entries","lower_entries","bytes_hashed": decimal strings}
 //	checkpoint_head  SHA-256 of the last checkpoint's envelope file, lowercase hex;
 //	                 omitted when the session made no checkpoint
+//	excluded         array of {"path", "entries", "bytes" (decimal strings)}: the
+//	                 subtrees declared out of the itemized scope, sorted by path;
+//	                 omitted when empty
+//	violations       array of {"path", "rule" (Bytes text), "action": "reverted" or
+//	                 "blocked"}, sorted by path; omitted when empty
+//	applied_root     Merkle root of the change set left after the sweep, lowercase hex
+//	applied_count    number of those entries, decimal string
+//	applied          those entries, like changes; present only when violations is
+//	                 (otherwise they are the changes and applied_root is root)
 //
 // A state ("old", "new") has "type", "mode", "uid", "gid" (numbers), "size"
 // and "mtime_ns" (decimal strings) always, and "sha256" (lowercase hex),
@@ -59,6 +68,18 @@ type Statement struct {
 	// CheckpointHead is the SHA-256 of the last checkpoint's envelope file
 	// bytes; nil when the session made no checkpoint.
 	CheckpointHead []byte
+	// Excluded are the subtrees summarized by the policy's exclusions.
+	Excluded []Excluded
+	// Violations are the changes on protected paths the sweep found.
+	Violations []Violation
+	// Applied is the change set after the sweep, read again from the swept
+	// upper layer; it must be nil when there are no violations (the change
+	// set is then Entries). See AppliedEntries.
+	Applied []Entry
+	// AppliedRoot and AppliedCount are the Merkle root and size of
+	// AppliedEntries; SignStatement sets them.
+	AppliedRoot  []byte
+	AppliedCount uint64
 }
 
 // Exit is how the agent's main process ended.
@@ -75,19 +96,24 @@ type Stats struct {
 }
 
 type statementJSON struct {
-	SessionID      string       `json:"session_id"`
-	Launch         string       `json:"launch_sha256"`
-	KeyID          string       `json:"key_id"`
-	Workspace      Bytes        `json:"workspace"`
-	Root           string       `json:"root"`
-	Count          uint64       `json:"count,string"`
-	Complete       bool         `json:"complete"`
-	Incomplete     []reasonJSON `json:"incomplete"`
-	Changes        []entryJSON  `json:"changes"`
-	Exit           exitJSON     `json:"exit"`
-	Ended          string       `json:"ended"`
-	Stats          statsJSON    `json:"stats"`
-	CheckpointHead string       `json:"checkpoint_head,omitempty"`
+	SessionID      string          `json:"session_id"`
+	Launch         string          `json:"launch_sha256"`
+	KeyID          string          `json:"key_id"`
+	Workspace      Bytes           `json:"workspace"`
+	Root           string          `json:"root"`
+	Count          uint64          `json:"count,string"`
+	Complete       bool            `json:"complete"`
+	Incomplete     []reasonJSON    `json:"incomplete"`
+	Changes        []entryJSON     `json:"changes"`
+	Exit           exitJSON        `json:"exit"`
+	Ended          string          `json:"ended"`
+	Stats          statsJSON       `json:"stats"`
+	CheckpointHead string          `json:"checkpoint_head,omitempty"`
+	Excluded       []excludedJSON  `json:"excluded,omitempty"`
+	Violations     []violationJSON `json:"violations,omitempty"`
+	AppliedRoot    string          `json:"applied_root"`
+	AppliedCount   uint64          `json:"applied_count,string"`
+	Applied        []entryJSON     `json:"applied,omitempty"`
 }
 
 type reasonJSON struct {
@@ -194,6 +220,14 @@ func (st *Statement) toJSON() *statementJSON {
 		Ended:          formatTime(st.Ended),
 		Stats:          statsJSON(st.Stats),
 		CheckpointHead: hexOrEmpty(st.CheckpointHead),
+		Excluded:       excludedToJSON(st.Excluded),
+		Violations:     violationsToJSON(st.Violations),
+		AppliedRoot:    hexOrEmpty(st.AppliedRoot),
+		AppliedCount:   st.AppliedCount,
+	}
+	for i := range st.Applied {
+		e := &st.Applied[i]
+		j.Applied = append(j.Applied, entryJSON{Path: e.Path, Change: e.Change, Old: stateToJSON(e.Old), New: stateToJSON(e.New)})
 	}
 	for i, r := range st.Incomplete {
 		j.Incomplete[i] = reasonJSON{Code: r.Code, Path: r.Path, Detail: Bytes(r.Detail)}
@@ -215,8 +249,28 @@ func (j *statementJSON) fromJSON() (*Statement, error) {
 		Complete:  j.Complete,
 		Exit:      Exit{Code: j.Exit.Code, Signal: j.Exit.Signal},
 		Stats:     Stats(j.Stats),
+
+		Excluded:     excludedFromJSON(j.Excluded),
+		Violations:   violationsFromJSON(j.Violations),
+		AppliedCount: j.AppliedCount,
 	}
 	var err error
+	if st.AppliedRoot, err = parseHex("applied root", j.AppliedRoot); err != nil {
+		return nil, err
+	}
+	if len(st.Violations) > 0 {
+		st.Applied = []Entry{}
+	}
+	for _, c := range j.Applied {
+		e := Entry{Path: c.Path, Change: c.Change}
+		if e.Old, err = stateFromJSON(c.Old); err != nil {
+			return nil, fmt.Errorf("applied entry %q: %w", string(c.Path), err)
+		}
+		if e.New, err = stateFromJSON(c.New); err != nil {
+			return nil, fmt.Errorf("applied entry %q: %w", string(c.Path), err)
+		}
+		st.Applied = append(st.Applied, e)
+	}
 	if st.Launch, err = parseHex("launch digest", j.Launch); err != nil {
 		return nil, err
 	}
@@ -427,6 +481,9 @@ func (st *Statement) validate() error {
 	if st.CheckpointHead != nil && len(st.CheckpointHead) != 32 {
 		return fmt.Errorf("checkpoint head of %d bytes", len(st.CheckpointHead))
 	}
+	if err := st.validatePolicy(); err != nil {
+		return err
+	}
 	return checkTime("ended", st.Ended)
 }
 
@@ -435,6 +492,10 @@ func (st *Statement) validate() error {
 func (st *Statement) checkRoot() error {
 	root, err := MerkleRoot(st.Entries)
 	if err != nil || !bytes.Equal(root, st.Root) {
+		return ErrNotVerified
+	}
+	applied, err := MerkleRoot(st.AppliedEntries())
+	if err != nil || !bytes.Equal(applied, st.AppliedRoot) {
 		return ErrNotVerified
 	}
 	return nil

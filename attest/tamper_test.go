@@ -112,10 +112,10 @@ const (
 func statementExpect(ptr string) expectation {
 	switch {
 	case ptr == "/_type", ptr == "/predicateType", ptr == "/subject/0/name",
-		ptr == "/predicate/count", ptr == "/predicate/complete",
+		ptr == "/predicate/count", ptr == "/predicate/complete", ptr == "/predicate/applied_count",
 		strings.HasSuffix(ptr, "/code") && strings.HasPrefix(ptr, "/predicate/incomplete/"):
 		return wantMalformed
-	case ptr == "/subject/0/digest/sha256", ptr == "/predicate/root",
+	case ptr == "/subject/0/digest/sha256", ptr == "/predicate/root", ptr == "/predicate/applied_root",
 		ptr == "/predicate/session_id", ptr == "/predicate/launch_sha256",
 		ptr == "/predicate/key_id", ptr == "/predicate/workspace":
 		return wantNotVerified
