@@ -1,0 +1,86 @@
+#!/bin/sh
+# guest.sh BINDIR: runs layerseal's privileged test suites on the running
+# kernel, as root, and reports on stdout in lines starting "@@kt " that
+# kernel-tests/run reads (from a qemu serial console or from the host):
+#
+#	@@kt kernel RELEASE
+#	@@kt suite MODE NAME begin
+#	@@kt suite MODE NAME pass|fail EXIT SECONDS
+#	@@kt report MODE KEY VALUE        (from the session test)
+#	@@kt probe MODE begin / JSON lines / @@kt probe MODE end
+#	@@kt end
+#
+# MODE is "plain", or "nostatx" for the suites run again under
+# BINDIR/nostatx, which makes statx fail with ENOSYS as before Linux 4.11.
+# BINDIR is what kernel-tests/build.sh made. Environment:
+#	KT_SUITES          suites to run (default: every BINDIR/tests/*.test)
+#	KT_NOSTATX_SUITES  suites to run under nostatx (default: kernel-tests
+#	                   nsrun root; the others assume statx mount IDs)
+#	KT_SHORT           1 (default): pass -test.short
+#	LAYERSEAL_KT_INJECT_FAILURE=1  makes the kernel-tests suite fail
+# Exits 0 when every suite passed, 1 otherwise. Works with busybox sh.
+set -u
+bin=$(cd "$1" && pwd)
+say() { echo "@@kt $*"; }
+
+all=""
+for t in "$bin"/tests/*.test; do
+	[ -e "$t" ] || continue
+	n=${t##*/}
+	all="$all ${n%.test}"
+done
+suites=${KT_SUITES:-$all}
+nostatx_suites=${KT_NOSTATX_SUITES-kernel-tests nsrun root}
+short=""
+[ "${KT_SHORT:-1}" = 1 ] && short="-test.short"
+export LAYERSEAL_PRIVILEGED=1 LAYERSEAL_KT_CLI="$bin/layerseal"
+failed=0
+
+# suite MODE NAME: runs one test binary in a fresh directory.
+suite() {
+	mode=$1 name=$2
+	wrap=""
+	[ "$mode" = nostatx ] && wrap="$bin/nostatx"
+	dir=$(mktemp -d) || { say suite "$mode" "$name" fail 125 0; failed=1; return; }
+	report="$dir/.report"
+	say suite "$mode" "$name" begin
+	start=$(date +%s)
+	if [ -x "$bin/tests/$name.test" ]; then
+		(cd "$dir" && LAYERSEAL_KT_REPORT="$report" $wrap "$bin/tests/$name.test" $short -test.count=1 -test.timeout=20m 2>&1)
+		rc=$?
+	else
+		echo "no test binary $bin/tests/$name.test"
+		rc=127
+	fi
+	secs=$(($(date +%s) - start))
+	if [ -f "$report" ]; then
+		while read -r key value; do say report "$mode" "$key" "$value"; done <"$report"
+	fi
+	rm -rf "$dir"
+	if [ "$rc" -eq 0 ]; then
+		say suite "$mode" "$name" pass 0 "$secs"
+	else
+		say suite "$mode" "$name" fail "$rc" "$secs"
+		failed=1
+	fi
+}
+
+# probe MODE: the probe's findings as JSON.
+probe() {
+	wrap=""
+	[ "$1" = nostatx ] && wrap="$bin/nostatx"
+	say probe "$1" begin
+	$wrap "$bin/layerseal" probe --json || failed=1
+	echo
+	say probe "$1" end
+}
+
+say kernel "$(uname -r)"
+probe plain
+for s in $suites; do suite plain "$s"; done
+if [ -n "$nostatx_suites" ]; then
+	probe nostatx
+	for s in $nostatx_suites; do suite nostatx "$s"; done
+fi
+say end
+exit "$failed"

@@ -1,0 +1,376 @@
+// Command matrix runs layerseal's privileged test suites on several Linux
+// kernels and prints a matrix of kernel × suite with the features the
+// probe found on each. kernel-tests/run is its front door:
+//
+//	kernel-tests/run [-kernels 5.10,6.1,6.12] [-host=true] [-markdown]
+//	kernel-tests/run -self-check
+//
+// For each kernel it fetches the Debian package with apt-get download into
+// kernel-tests/cache (a private apt configuration: the system's sources are
+// not touched), builds an initramfs holding busybox, the overlay module and
+// the statically built test binaries, and boots it with qemu (TCG) with a
+// serial console. The guest runs kernel-tests/guest.sh; the host runs the
+// same script directly. It exits 1 when any cell failed or any guest died
+// before its end marker (printing the tail of that guest's log), 64 on a
+// usage error.
+//
+// -self-check proves the harness can fail: it boots one kernel with a
+// deliberately failing test injected and once with a kernel panic
+// injected, and succeeds only if both are reported as failures.
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+type config struct {
+	repo, cache string
+	kernels     []Kernel
+	host        bool
+	markdown    bool
+	jobs        int
+	timeout     time.Duration
+	memory      string
+	verbose     bool
+}
+
+func main() {
+	os.Exit(run(os.Args[1:]))
+}
+
+func run(args []string) int {
+	fs := flag.NewFlagSet("kernel-tests/run", flag.ContinueOnError)
+	kernels := fs.String("kernels", "5.10,6.1,6.12", "comma-separated kernel series to boot (of "+seriesList()+"); empty for none")
+	host := fs.Bool("host", true, "run the suites on the host kernel too")
+	markdown := fs.Bool("markdown", false, "print the matrix as docs/KERNELS.md")
+	selfCheck := fs.Bool("self-check", false, "check that an injected test failure and an injected kernel panic fail the matrix")
+	jobs := fs.Int("j", runtime.NumCPU(), "guests booted at once")
+	timeout := fs.Duration("timeout", 20*time.Minute, "time limit of one guest")
+	verbose := fs.Bool("v", false, "copy guest logs to stderr as they arrive")
+	if err := fs.Parse(args); err != nil || fs.NArg() > 0 {
+		return 64
+	}
+	repo, err := repoRoot()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "kernel-tests:", err)
+		return 1
+	}
+	cfg := config{repo: repo, cache: filepath.Join(repo, "kernel-tests", "cache"), host: *host, markdown: *markdown,
+		jobs: max(*jobs, 1), timeout: *timeout, memory: "1G", verbose: *verbose}
+	for s := range strings.SplitSeq(*kernels, ",") {
+		if s = strings.TrimSpace(s); s == "" {
+			continue
+		}
+		i := slices.IndexFunc(Kernels, func(k Kernel) bool { return k.Series == s })
+		if i < 0 {
+			fmt.Fprintf(os.Stderr, "kernel-tests: unknown kernel series %q (known: %s)\n", s, seriesList())
+			return 64
+		}
+		cfg.kernels = append(cfg.kernels, Kernels[i])
+	}
+	if os.Geteuid() != 0 {
+		fmt.Fprintln(os.Stderr, "kernel-tests: the privileged suites need root")
+		return 1
+	}
+	if *selfCheck {
+		return selfCheckRun(cfg)
+	}
+	start := time.Now()
+	cols, err := matrix(cfg, guestOptions{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "kernel-tests:", err)
+		return 1
+	}
+	elapsed := time.Since(start).Round(time.Second)
+	if cfg.markdown {
+		writeMarkdown(os.Stdout, cols)
+	} else {
+		writeText(os.Stdout, cols)
+		fmt.Printf("\nwall time: %s\n", elapsed)
+	}
+	failed := false
+	for _, c := range cols {
+		if c.Failed() {
+			failed = true
+			writeFailure(os.Stderr, c)
+		}
+	}
+	if failed {
+		return 1
+	}
+	return 0
+}
+
+func seriesList() string {
+	var s []string
+	for _, k := range Kernels {
+		s = append(s, k.Series)
+	}
+	return strings.Join(s, ",")
+}
+
+func repoRoot() (string, error) {
+	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}").Output()
+	if err != nil {
+		return "", fmt.Errorf("find the module root with go list -m: %w", err)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+// guestOptions change what a guest runs, for the self-check.
+type guestOptions struct {
+	inject  string // "fail" or "panic"
+	suites  string // comma-separated suites (default: all)
+	nostatx string // comma-separated nostatx suites; "-" for none
+}
+
+func (o guestOptions) cmdline() string {
+	var s []string
+	if o.inject != "" {
+		s = append(s, "kt.inject="+o.inject)
+	}
+	if o.suites != "" {
+		s = append(s, "kt.suites="+o.suites)
+	}
+	if o.nostatx != "" {
+		s = append(s, "kt.nostatx="+strings.Trim(o.nostatx, "-"))
+	}
+	return strings.Join(s, " ")
+}
+
+// matrix builds everything and runs every column, guests in parallel.
+func matrix(cfg config, opt guestOptions) ([]*Column, error) {
+	binDir := filepath.Join(cfg.cache, "bin")
+	os.RemoveAll(binDir)
+	logf("building the test binaries")
+	build := exec.Command(filepath.Join(cfg.repo, "kernel-tests", "build.sh"), binDir)
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		return nil, fmt.Errorf("kernel-tests/build.sh: %w", err)
+	}
+	var guests []func() *Column
+	if len(cfg.kernels) > 0 {
+		a, err := newApt(cfg.cache)
+		if err != nil {
+			return nil, err
+		}
+		bb, err := busybox(a, cfg.cache)
+		if err != nil {
+			return nil, err
+		}
+		for _, k := range cfg.kernels {
+			logf("kernel %s: fetching", k.Series)
+			deb, err := a.download(cfg.cache, k.Package)
+			if err != nil {
+				return nil, fmt.Errorf("kernel %s: %w", k.Series, err)
+			}
+			x, err := extract(deb, filepath.Join(cfg.cache, "kernels", strings.TrimSuffix(filepath.Base(deb), ".deb")))
+			if err != nil {
+				return nil, fmt.Errorf("kernel %s: %w", k.Series, err)
+			}
+			initrd := filepath.Join(cfg.cache, "initramfs-"+k.Series+".cpio")
+			if err := buildInitramfs(initrd, bb, filepath.Join(cfg.repo, "kernel-tests", "guest.sh"), binDir, x); err != nil {
+				return nil, fmt.Errorf("kernel %s: initramfs: %w", k.Series, err)
+			}
+			guests = append(guests, func() *Column { return bootGuest(cfg, k.Series, x, initrd, opt) })
+		}
+	}
+	cols := make([]*Column, len(guests))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, cfg.jobs)
+	for i, g := range guests {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			cols[i] = g()
+		})
+	}
+	var hostCol *Column
+	if cfg.host {
+		hostCol = runHost(cfg, binDir)
+	}
+	wg.Wait()
+	if hostCol != nil {
+		cols = append([]*Column{hostCol}, cols...)
+	}
+	return cols, nil
+}
+
+func logf(format string, a ...any) {
+	fmt.Fprintf(os.Stderr, "kernel-tests: "+format+"\n", a...)
+}
+
+// runHost runs guest.sh on the host kernel.
+func runHost(cfg config, binDir string) *Column {
+	logf("host: running the suites")
+	start := time.Now()
+	var log bytes.Buffer
+	cmd := exec.Command("sh", filepath.Join(cfg.repo, "kernel-tests", "guest.sh"), binDir)
+	cmd.Stdout, cmd.Stderr = &log, &log
+	cmd.Env = os.Environ()
+	err := cmd.Run()
+	col := parseLog("host", &log)
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		col.Problems = append(col.Problems, "guest.sh: "+err.Error())
+	}
+	logf("host: done in %s", time.Since(start).Round(time.Second))
+	return col
+}
+
+// bootGuest boots one kernel with the initramfs and a fresh ext4 scratch
+// disk and parses what its serial console printed. qemu's own exit status
+// says nothing about the guest, so only the log decides.
+func bootGuest(cfg config, name string, x Extracted, initrd string, opt guestOptions) *Column {
+	logf("kernel %s (%s): booting", name, x.Release)
+	start := time.Now()
+	fail := func(err error) *Column {
+		c := parseLog(name, strings.NewReader(""))
+		c.Problems = append(c.Problems, err.Error())
+		return c
+	}
+	tmp, err := os.MkdirTemp(cfg.cache, "guest-")
+	if err != nil {
+		return fail(err)
+	}
+	defer os.RemoveAll(tmp)
+	disk := filepath.Join(tmp, "scratch.img")
+	if err := makeScratch(disk); err != nil {
+		return fail(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.timeout)
+	defer cancel()
+	appendLine := "console=ttyS0 panic=-1 oops=panic loglevel=3 quiet " + opt.cmdline()
+	cmd := exec.CommandContext(ctx, "qemu-system-x86_64",
+		"-accel", "tcg", "-cpu", "max", "-m", cfg.memory, "-smp", "1",
+		"-nographic", "-no-reboot", "-nic", "none",
+		"-kernel", x.Vmlinuz, "-initrd", initrd, "-append", strings.TrimSpace(appendLine),
+		"-drive", "file="+disk+",format=raw,if=virtio")
+	var log bytes.Buffer
+	var out io.Writer = &log
+	if cfg.verbose {
+		out = io.MultiWriter(&log, prefixWriter{name})
+	}
+	cmd.Stdout, cmd.Stderr = out, out
+	err = cmd.Run()
+	col := parseLog(name, bytes.NewReader(log.Bytes()))
+	if ctx.Err() != nil {
+		col.Problems = append(col.Problems, fmt.Sprintf("timed out after %s", cfg.timeout))
+	} else if err != nil {
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) {
+			col.Problems = append(col.Problems, "qemu: "+err.Error())
+		}
+	}
+	if col.Failed() && len(col.Tail) == 0 {
+		col.Tail = lastLines(log.String(), tailLines)
+	}
+	logf("kernel %s: done in %s", name, time.Since(start).Round(time.Second))
+	return col
+}
+
+func lastLines(s string, n int) []string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return lines[max(0, len(lines)-n):]
+}
+
+// prefixWriter copies a guest's console to stderr, each write prefixed
+// with the kernel's name.
+type prefixWriter struct{ name string }
+
+func (p prefixWriter) Write(b []byte) (int, error) {
+	for line := range strings.SplitSeq(strings.TrimRight(string(b), "\n"), "\n") {
+		fmt.Fprintf(os.Stderr, "[%s] %s\n", p.name, strings.TrimRight(line, "\r"))
+	}
+	return len(b), nil
+}
+
+// makeScratch makes a sparse ext4 image for the guest's /tmp with only the
+// features every kernel in the matrix mounts read-write.
+func makeScratch(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := f.Truncate(4 << 30); err != nil {
+		f.Close()
+		return err
+	}
+	f.Close()
+	out, err := exec.Command("mke2fs", "-q", "-F", "-t", "ext4",
+		"-O", "none,has_journal,ext_attr,dir_index,filetype,extent,flex_bg,sparse_super,large_file,huge_file,dir_nlink,extra_isize",
+		"-E", "lazy_itable_init=1,lazy_journal_init=1", path).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("mke2fs %q: %w: %s", path, err, out)
+	}
+	return nil
+}
+
+// selfCheckRun boots the first kernel asked for (or 6.1) twice: once with
+// a failing test injected, once with a kernel panic injected. Each must
+// come out as a failed column, for the reason injected.
+func selfCheckRun(cfg config) int {
+	k := Kernels[1]
+	if len(cfg.kernels) > 0 {
+		k = cfg.kernels[0]
+	}
+	cfg.kernels, cfg.host = []Kernel{k}, false
+	ok := true
+	check := func(what string, opt guestOptions, want func(*Column) string) {
+		cols, err := matrix(cfg, opt)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "kernel-tests:", err)
+			ok = false
+			return
+		}
+		c := cols[0]
+		if problem := want(c); problem != "" {
+			fmt.Printf("self-check %s: FAILED: %s\n", what, problem)
+			writeFailure(os.Stdout, c)
+			ok = false
+			return
+		}
+		fmt.Printf("self-check %s: ok, the harness reported the failure:\n", what)
+		writeFailure(os.Stdout, c)
+	}
+	check("injected test failure", guestOptions{inject: "fail", suites: "kernel-tests", nostatx: "-"}, func(c *Column) string {
+		cell, ran := c.Cells["plain kernel-tests"]
+		switch {
+		case !c.Ended:
+			return "the guest did not finish"
+		case !ran:
+			return "the kernel-tests suite did not run"
+		case cell.Pass:
+			return "the suite with the injected failure passed"
+		case !c.Failed():
+			return "the column is not failed"
+		}
+		return ""
+	})
+	check("injected kernel panic", guestOptions{inject: "panic"}, func(c *Column) string {
+		if !c.Failed() || c.Ended {
+			return "a guest whose kernel panicked is not reported as failed"
+		}
+		if !slices.ContainsFunc(c.Problems, func(p string) bool { return strings.HasPrefix(p, "kernel panic") }) {
+			return "the panic is not named among the problems"
+		}
+		return ""
+	})
+	if !ok {
+		return 1
+	}
+	return 0
+}
