@@ -296,6 +296,7 @@ func (a *applier) plan(in []attest.Entry) error {
 		addParent(a.entries[i].Path)
 	}
 	for _, g := range a.groups {
+		addParent(g.anchor) // detach may write a copy of an unlisted anchor beside it
 		for _, m := range g.members {
 			addParent(m)
 		}
