@@ -43,13 +43,13 @@ const (
 	Delete       Kind = "delete"        // unlink Path
 	RmRf         Kind = "rm-rf"         // rm -rf Path
 	RmRfRecreate Kind = "rm-rf-recreate"
-	Rename       Kind = "rename"     // rename Path to Arg (a file, or a dir made only in the upper layer)
-	Move         Kind = "move"       // mv Path Arg: rename, falling back to a child-by-child move on EXDEV
-	Hardlink     Kind = "hardlink"   // link Path as Arg
-	Symlink      Kind = "symlink"    // symlink Arg (target Data)
-	Mkfifo       Kind = "mkfifo"     // mkfifo Path
-	Mknod        Kind = "mknod"      // char device Path with rdev N
-	Socket       Kind = "socket"     // bind a unix socket at Path
+	Rename       Kind = "rename"   // rename Path to Arg (a file, or a dir made only in the upper layer)
+	Move         Kind = "move"     // mv Path Arg: rename, falling back to a child-by-child move on EXDEV
+	Hardlink     Kind = "hardlink" // link Path as Arg
+	Symlink      Kind = "symlink"  // symlink Arg (target Data)
+	Mkfifo       Kind = "mkfifo"   // mkfifo Path
+	Mknod        Kind = "mknod"    // char device Path with rdev N
+	Socket       Kind = "socket"   // bind a unix socket at Path
 	CreateDelete Kind = "create-delete"
 	TypeChange   Kind = "typechange" // a file becomes a dir, anything else becomes a file
 )
