@@ -95,6 +95,7 @@ const (
 	AgentOutlived Code = "agent-outlived"  // processes outlived the agent's main process
 	CapSysAdmin   Code = "cap-sys-admin"   // the agent held CAP_SYS_ADMIN and could rearrange its mounts
 	UnobservedEnd Code = "unobserved-end"  // the supervisor did not observe the end of the run
+	Unstable      Code = "unstable"        // a file changed while a checkpoint hashed it (the agent was running)
 )
 
 // Reason is one place a statement could not look.

@@ -408,6 +408,15 @@ func (r *reader) hash(p attest.Path, layer string, n node, st linux.Stat, s *att
 		r.reason(attest.DigestCap, p, fmt.Sprintf("%s file of %d bytes is over the digest cap of %d: not hashed", layer, st.Size, r.opt.DigestCap))
 		return true
 	}
+	if layer == "upper" && r.opt.KnownDigest != nil {
+		if sum := r.opt.KnownDigest(p, st); sum != nil {
+			s.SHA256 = sum
+			return true
+		}
+	}
+	if r.opt.Settle > 0 {
+		settle(st, r.opt.Settle)
+	}
 	sum, err := n.digest(r.opt.Deadline)
 	if err != nil {
 		r.fault(p, layer, err)
@@ -469,6 +478,8 @@ func (r *reader) fault(p attest.Path, layer string, err error) {
 	case errors.Is(err, errTimeUp):
 		r.stopTime(p)
 		return
+	case r.opt.Settle > 0 && errors.Is(err, errSwapped):
+		code = attest.Unstable
 	case errors.Is(err, errSwapped), errors.Is(err, unix.ENOENT), errors.Is(err, unix.ENOTDIR),
 		errors.Is(err, unix.ELOOP), errors.Is(err, unix.ESTALE):
 		code = attest.Vanished

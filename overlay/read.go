@@ -51,6 +51,17 @@ type ReadOptions struct {
 	// WorkDir, if set, is the overlay's work directory: Read fails with
 	// ErrForeignUpper when its index directory is not empty.
 	WorkDir string
+	// Settle, when positive, says the agent may still be writing (a
+	// checkpoint): an upper file whose ctime lies within Settle of now
+	// is hashed only once Settle has passed since, so a write in
+	// the same clock tick cannot hide in the digest, and a file that
+	// changes while hashed is reported Unstable instead of Vanished.
+	Settle time.Duration
+	// KnownDigest, if set, is asked for the digest of each upper regular
+	// file about to be hashed, with its path and stat; a non-nil answer
+	// is taken instead of reading the file. The caller answers only for
+	// a stat tuple it hashed itself and saw settled (not racy).
+	KnownDigest func(p attest.Path, st linux.Stat) []byte
 }
 
 // withDefaults fills zero fields and validates the rest.
