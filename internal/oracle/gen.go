@@ -145,7 +145,12 @@ func setMeta(rng *rand.Rand, nm *namer, root, p string, d fs.DirEntry) error {
 			}
 		}
 		if (d.IsDir() || d.Type().IsRegular()) && rng.IntN(5) == 0 {
-			if err := unix.Lsetxattr(p, xattrNames[rng.IntN(2)], []byte(nm.data()), 0); err != nil {
+			// Small values: ext4 keeps all of a file's xattrs in one block.
+			v := []byte(nm.data())
+			if len(v) > 100 {
+				v = v[:100]
+			}
+			if err := unix.Lsetxattr(p, xattrNames[rng.IntN(2)], v, 0); err != nil {
 				return err
 			}
 		}
