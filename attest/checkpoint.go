@@ -1,0 +1,505 @@
+package attest
+
+import (
+	"bytes"
+	"crypto/ed25519"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// CheckpointPredicateType is the format tag of a checkpoint.
+const CheckpointPredicateType = "https://layerseal.dev/checkpoint/v1"
+
+// MaxCheckpointSize bounds a checkpoint's envelope file.
+const MaxCheckpointSize = MaxStatementSize
+
+// Checkpoint is a signed picture, taken while the agent runs, of what the
+// agent has changed so far. The checkpoints of a session form an
+// append-only RFC 6962 log (see CheckpointLog): checkpoint Seq is its leaf
+// Seq−1, and carries the head of the log that ends with it, an inclusion
+// proof of itself in that head, and a consistency proof from the previous
+// checkpoint's head. The final statement binds the last checkpoint's
+// envelope file (Statement.CheckpointHead), so no checkpoint can be
+// dropped, reordered or rewritten without VerifyChain failing.
+//
+// The predicate's JSON members, in this order:
+//
+//	session_id, launch_sha256, key_id, workspace    as in a statement
+//	seq              decimal string, 1 for the first checkpoint
+//	taken            RFC 3339 UTC time with nanoseconds
+//	probe_sha256     the probe digest of the upper layer, lowercase hex
+//	probe_entries    entries the probe saw, decimal string
+//	unchanged        true when the probe found nothing changed since
+//	                 checkpoint same_as, whose changes this one repeats
+//	                 without listing them
+//	same_as          decimal string; omitted unless unchanged
+//	root, count, complete, incomplete, changes, stats   as in a statement;
+//	                 changes is empty when unchanged
+//	log              {"size": decimal string (= seq), "root": hex,
+//	                  "inclusion": [hex], "consistency": [hex]}
+//
+// The leaf hash (CheckpointLeaf) covers every member but changes (bound
+// through root) and log.
+type Checkpoint struct {
+	SessionID    string
+	Launch       []byte // SHA-256 of the launch record's envelope file
+	KeyID        string // set when signed
+	Workspace    Bytes
+	Seq          uint64 // set by CheckpointLog.Append
+	Taken        time.Time
+	Probe        []byte // 32 bytes
+	ProbeEntries uint64
+	Unchanged    bool
+	SameAs       uint64 // with Unchanged: the checkpoint whose changes are repeated
+	Root         []byte // set when signed (copied from SameAs when Unchanged)
+	Count        uint64
+	Complete     bool
+	Incomplete   []Reason
+	Entries      []Entry // nil when Unchanged
+	Stats        Stats
+	Log          TreeHead // set by CheckpointLog.Append
+	Inclusion    [][]byte // of leaf Seq−1 in Log
+	Consistency  [][]byte // from the head of size Seq−1 to Log
+}
+
+// TreeHead is the size and root of a checkpoint log.
+type TreeHead struct {
+	Size uint64
+	Root []byte
+}
+
+type checkpointBodyJSON struct {
+	SessionID    string       `json:"session_id"`
+	Launch       string       `json:"launch_sha256"`
+	KeyID        string       `json:"key_id"`
+	Workspace    Bytes        `json:"workspace"`
+	Seq          uint64       `json:"seq,string"`
+	Taken        string       `json:"taken"`
+	Probe        string       `json:"probe_sha256"`
+	ProbeEntries uint64       `json:"probe_entries,string"`
+	Unchanged    bool         `json:"unchanged"`
+	SameAs       uint64       `json:"same_as,omitzero,string"`
+	Root         string       `json:"root"`
+	Count        uint64       `json:"count,string"`
+	Complete     bool         `json:"complete"`
+	Incomplete   []reasonJSON `json:"incomplete"`
+	Stats        statsJSON    `json:"stats"`
+}
+
+type checkpointJSON struct {
+	SessionID    string       `json:"session_id"`
+	Launch       string       `json:"launch_sha256"`
+	KeyID        string       `json:"key_id"`
+	Workspace    Bytes        `json:"workspace"`
+	Seq          uint64       `json:"seq,string"`
+	Taken        string       `json:"taken"`
+	Probe        string       `json:"probe_sha256"`
+	ProbeEntries uint64       `json:"probe_entries,string"`
+	Unchanged    bool         `json:"unchanged"`
+	SameAs       uint64       `json:"same_as,omitzero,string"`
+	Root         string       `json:"root"`
+	Count        uint64       `json:"count,string"`
+	Complete     bool         `json:"complete"`
+	Incomplete   []reasonJSON `json:"incomplete"`
+	Changes      []entryJSON  `json:"changes"`
+	Stats        statsJSON    `json:"stats"`
+	Log          logJSON      `json:"log"`
+}
+
+type logJSON struct {
+	Size        uint64   `json:"size,string"`
+	Root        string   `json:"root"`
+	Inclusion   []string `json:"inclusion"`
+	Consistency []string `json:"consistency"`
+}
+
+func (c *Checkpoint) body() *checkpointBodyJSON {
+	b := &checkpointBodyJSON{
+		SessionID: c.SessionID, Launch: hexOrEmpty(c.Launch), KeyID: c.KeyID, Workspace: c.Workspace,
+		Seq: c.Seq, Taken: formatTime(c.Taken), Probe: hexOrEmpty(c.Probe), ProbeEntries: c.ProbeEntries,
+		Unchanged: c.Unchanged, SameAs: c.SameAs, Root: hexOrEmpty(c.Root), Count: c.Count,
+		Complete: c.Complete, Incomplete: make([]reasonJSON, len(c.Incomplete)), Stats: statsJSON(c.Stats),
+	}
+	for i, r := range c.Incomplete {
+		b.Incomplete[i] = reasonJSON{Code: r.Code, Path: r.Path, Detail: Bytes(r.Detail)}
+	}
+	return b
+}
+
+func (c *Checkpoint) toJSON() *checkpointJSON {
+	b := c.body()
+	j := &checkpointJSON{
+		SessionID: b.SessionID, Launch: b.Launch, KeyID: b.KeyID, Workspace: b.Workspace, Seq: b.Seq,
+		Taken: b.Taken, Probe: b.Probe, ProbeEntries: b.ProbeEntries, Unchanged: b.Unchanged,
+		SameAs: b.SameAs, Root: b.Root, Count: b.Count, Complete: b.Complete, Incomplete: b.Incomplete,
+		Changes: make([]entryJSON, len(c.Entries)), Stats: b.Stats,
+		Log: logJSON{Size: c.Log.Size, Root: hexOrEmpty(c.Log.Root), Inclusion: hexList(c.Inclusion), Consistency: hexList(c.Consistency)},
+	}
+	for i := range c.Entries {
+		e := &c.Entries[i]
+		j.Changes[i] = entryJSON{Path: e.Path, Change: e.Change, Old: stateToJSON(e.Old), New: stateToJSON(e.New)}
+	}
+	return j
+}
+
+func hexList(hs [][]byte) []string {
+	out := make([]string, len(hs))
+	for i, h := range hs {
+		out[i] = hex.EncodeToString(h)
+	}
+	return out
+}
+
+func (j *checkpointJSON) fromJSON() (*Checkpoint, error) {
+	c := &Checkpoint{
+		SessionID: j.SessionID, KeyID: j.KeyID, Workspace: j.Workspace, Seq: j.Seq,
+		ProbeEntries: j.ProbeEntries, Unchanged: j.Unchanged, SameAs: j.SameAs, Count: j.Count,
+		Complete: j.Complete, Stats: Stats(j.Stats), Log: TreeHead{Size: j.Log.Size},
+	}
+	var err error
+	for _, h := range []struct {
+		what string
+		s    string
+		dst  *[]byte
+	}{{"launch digest", j.Launch, &c.Launch}, {"probe digest", j.Probe, &c.Probe}, {"root", j.Root, &c.Root}, {"log root", j.Log.Root, &c.Log.Root}} {
+		if *h.dst, err = parseHex(h.what, h.s); err != nil {
+			return nil, err
+		}
+	}
+	if c.Taken, err = parseTime("taken", j.Taken); err != nil {
+		return nil, err
+	}
+	for _, l := range []struct {
+		src []string
+		dst *[][]byte
+	}{{j.Log.Inclusion, &c.Inclusion}, {j.Log.Consistency, &c.Consistency}} {
+		for _, s := range l.src {
+			h, err := parseHex("proof hash", s)
+			if err != nil {
+				return nil, err
+			}
+			*l.dst = append(*l.dst, h)
+		}
+	}
+	for _, r := range j.Incomplete {
+		c.Incomplete = append(c.Incomplete, Reason{Code: r.Code, Path: r.Path, Detail: string(r.Detail)})
+	}
+	for _, ch := range j.Changes {
+		e := Entry{Path: ch.Path, Change: ch.Change}
+		if e.Old, err = stateFromJSON(ch.Old); err != nil {
+			return nil, fmt.Errorf("entry %q: %w", string(ch.Path), err)
+		}
+		if e.New, err = stateFromJSON(ch.New); err != nil {
+			return nil, fmt.Errorf("entry %q: %w", string(ch.Path), err)
+		}
+		c.Entries = append(c.Entries, e)
+	}
+	return c, nil
+}
+
+// validate checks c's values, including that Count and Complete agree
+// with Entries and Incomplete (for a checkpoint that lists its changes).
+func (c *Checkpoint) validate() error {
+	if err := checkSessionID(c.SessionID); err != nil {
+		return err
+	}
+	if len(c.Launch) != 32 || len(c.Probe) != 32 || len(c.Root) != 32 {
+		return errors.New("launch digest, probe digest and root must be 32 bytes")
+	}
+	if err := checkHex("key id", c.KeyID); err != nil {
+		return err
+	}
+	if c.Workspace == "" || strings.IndexByte(string(c.Workspace), 0) >= 0 {
+		return fmt.Errorf("workspace %q is empty or holds NUL", string(c.Workspace))
+	}
+	if c.Seq == 0 {
+		return errors.New("checkpoint seq 0")
+	}
+	if c.Unchanged != (c.SameAs != 0) || c.SameAs >= c.Seq {
+		return fmt.Errorf("unchanged %t with same_as %d at seq %d", c.Unchanged, c.SameAs, c.Seq)
+	}
+	if c.Unchanged && len(c.Entries) != 0 {
+		return errors.New("unchanged checkpoint lists changes")
+	}
+	if !c.Unchanged && c.Count != uint64(len(c.Entries)) {
+		return fmt.Errorf("count %d but %d entries", c.Count, len(c.Entries))
+	}
+	if c.Complete != (len(c.Incomplete) == 0) {
+		return fmt.Errorf("complete is %t with %d reasons", c.Complete, len(c.Incomplete))
+	}
+	for i := range c.Incomplete {
+		if err := c.Incomplete[i].Valid(); err != nil {
+			return err
+		}
+	}
+	if err := checkEntries(c.Entries); err != nil {
+		return err
+	}
+	if c.Log.Size != c.Seq || len(c.Log.Root) != 32 {
+		return fmt.Errorf("log of size %d at seq %d", c.Log.Size, c.Seq)
+	}
+	return checkTime("taken", c.Taken)
+}
+
+// CheckpointLeaf returns the log leaf hash of c: the RFC 6962 leaf hash
+// of "layerseal/checkpoint/v1" 0x00 followed by the canonical JSON of
+// every predicate member but changes and log.
+func CheckpointLeaf(c *Checkpoint) ([]byte, error) {
+	b, err := canonicalJSON(c.body())
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint leaf: %w", err)
+	}
+	return leafHash(append([]byte("layerseal/checkpoint/v1\x00"), b...)), nil
+}
+
+// CheckpointLog is the append-only log of one session's checkpoints. It
+// holds one 32-byte leaf hash per checkpoint.
+type CheckpointLog struct {
+	leaves [][]byte
+	last   *Checkpoint // the last checkpoint that listed its changes
+}
+
+// Size is the number of checkpoints appended.
+func (l *CheckpointLog) Size() uint64 { return uint64(len(l.leaves)) }
+
+// Append signs c as the log's next checkpoint and returns its envelope
+// file bytes. It sets c.Seq, KeyID, Root, Count and Complete (for an
+// unchanged checkpoint Root, Count, Complete and Incomplete are copied
+// from checkpoint SameAs, which must be the last one that listed its
+// changes), the log head and both proofs. It costs MerkleRoot of the
+// entries, encoding, and O(log n) hashes per proof node over n
+// checkpoints.
+func (l *CheckpointLog) Append(s *Signer, c *Checkpoint) ([]byte, error) {
+	if s == nil {
+		return nil, errors.New("sign checkpoint: no signer")
+	}
+	c.Seq = l.Size() + 1
+	c.KeyID = s.KeyID()
+	if c.Unchanged {
+		if l.last == nil || c.SameAs != l.last.Seq {
+			return nil, fmt.Errorf("sign checkpoint: unchanged since %d, but the last full checkpoint is not that one", c.SameAs)
+		}
+		c.Root, c.Count, c.Complete = l.last.Root, l.last.Count, l.last.Complete
+		c.Incomplete = l.last.Incomplete
+		c.Entries = nil
+	} else {
+		root, err := MerkleRoot(c.Entries)
+		if err != nil {
+			return nil, fmt.Errorf("sign checkpoint: %w", err)
+		}
+		c.Root, c.Count, c.Complete = root, uint64(len(c.Entries)), len(c.Incomplete) == 0
+		c.SameAs = 0
+	}
+	c.Log = TreeHead{Size: c.Seq, Root: make([]byte, 32)} // validated below; set after the leaf
+	if err := c.validate(); err != nil {
+		return nil, fmt.Errorf("sign checkpoint: %w", err)
+	}
+	leaf, err := CheckpointLeaf(c)
+	if err != nil {
+		return nil, err
+	}
+	leaves := append(l.leaves[:len(l.leaves):len(l.leaves)], leaf)
+	c.Log.Root = logRoot(leaves)
+	if c.Inclusion, err = inclusionProof(leaves, c.Seq-1); err != nil {
+		return nil, fmt.Errorf("sign checkpoint: %w", err)
+	}
+	if c.Consistency, err = ConsistencyProof(leaves, c.Seq-1, c.Seq); err != nil {
+		return nil, fmt.Errorf("sign checkpoint: %w", err)
+	}
+	payload, err := makeInToto(StatementSubject, hex.EncodeToString(c.Root), CheckpointPredicateType, c.toJSON())
+	if err != nil {
+		return nil, fmt.Errorf("sign checkpoint: %w", err)
+	}
+	if _, err := parseCheckpointPayload(payload); err != nil {
+		return nil, fmt.Errorf("sign checkpoint: %w", err)
+	}
+	env, err := seal(s, payload)
+	if err != nil {
+		return nil, err
+	}
+	l.leaves = leaves
+	if !c.Unchanged {
+		l.last = c
+	}
+	return env, nil
+}
+
+// Leaves returns a copy of the log's leaf hashes, in order.
+func (l *CheckpointLog) Leaves() [][]byte { return append([][]byte(nil), l.leaves...) }
+
+func parseCheckpointPayload(payload []byte) (*Checkpoint, error) {
+	it, err := parseInToto[checkpointJSON](payload, CheckpointPredicateType)
+	if err != nil {
+		return nil, err
+	}
+	c, err := it.Predicate.fromJSON()
+	if err != nil {
+		return nil, malformed("checkpoint: %v", err)
+	}
+	if err := c.validate(); err != nil {
+		return nil, malformed("checkpoint: %v", err)
+	}
+	if name := it.Subject[0].Name; name != StatementSubject {
+		return nil, malformed("checkpoint: subject name %q, want %q", name, StatementSubject)
+	}
+	if it.Subject[0].Digest.SHA256 != hex.EncodeToString(c.Root) {
+		return nil, ErrNotVerified
+	}
+	return c, nil
+}
+
+// VerifyCheckpoint verifies one checkpoint's envelope file with pub, as
+// strictly as VerifyStatement, and returns it: signature and key, strict
+// one-spelling JSON, values, the Merkle root of its changes (unless it is
+// unchanged and lists none), and the inclusion of its own leaf in the log
+// head it carries. Whether the log before it is intact takes the other
+// checkpoints: see VerifyChain.
+func VerifyCheckpoint(env []byte, pub ed25519.PublicKey) (*Checkpoint, error) {
+	payload, err := open(env, MaxCheckpointSize, pub)
+	if err != nil {
+		return nil, err
+	}
+	c, err := parseCheckpointPayload(payload)
+	if err != nil {
+		return nil, err
+	}
+	if c.KeyID != KeyID(pub) {
+		return nil, ErrNotVerified
+	}
+	if !c.Unchanged {
+		root, err := MerkleRoot(c.Entries)
+		if err != nil || !bytes.Equal(root, c.Root) {
+			return nil, ErrNotVerified
+		}
+	}
+	leaf, err := CheckpointLeaf(c)
+	if err != nil {
+		return nil, err
+	}
+	if err := verifyInclusion(leaf, c.Seq-1, c.Log.Size, c.Inclusion, c.Log.Root); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// ReadCheckpoint parses a checkpoint envelope as strictly as
+// VerifyCheckpoint but without checking its signature, for showing it.
+func ReadCheckpoint(env []byte) (*Checkpoint, error) {
+	if len(env) > MaxCheckpointSize {
+		return nil, malformed("envelope of %d bytes is over the limit of %d", len(env), MaxCheckpointSize)
+	}
+	var e envelope
+	if err := strictJSON(env, &e, "envelope"); err != nil {
+		return nil, err
+	}
+	if e.PayloadType != PayloadType {
+		return nil, malformed("unsupported payload type %q", e.PayloadType)
+	}
+	if err := canonicalCheck(env, &e, true, "envelope"); err != nil {
+		return nil, err
+	}
+	return parseCheckpointPayload(e.Payload)
+}
+
+// ErrChain is wrapped by VerifyChain's errors about the shape of a chain:
+// a missing, repeated or reordered checkpoint, or checkpoints of
+// different sessions. A chain whose hashes do not agree gives
+// ErrNotVerified.
+var ErrChain = errors.New("checkpoint chain broken")
+
+// VerifyChain verifies a session's checkpoints, given as their envelope
+// files in order (checkpoint 1 first), with pub: each one as
+// VerifyCheckpoint does; that their seqs are 1, 2, … with nothing
+// missing; that they share session, launch record, key and workspace and
+// were taken in order; that each unchanged one repeats the root, count
+// and reasons of the checkpoint it names; that each log head is the root
+// of the leaves so far, recomputed from the checkpoints themselves; and
+// every consistency proof between consecutive heads. With launchEnv not
+// nil the checkpoints must be bound to that launch record. It returns
+// the checkpoints.
+func VerifyChain(envs [][]byte, pub ed25519.PublicKey, launchEnv []byte) ([]*Checkpoint, error) {
+	var out []*Checkpoint
+	var leaves [][]byte
+	var launch []byte
+	if launchEnv != nil {
+		if _, err := VerifyLaunch(launchEnv, pub); err != nil {
+			return nil, fmt.Errorf("launch record: %w", err)
+		}
+		launch = sha(launchEnv)
+	}
+	for i, env := range envs {
+		c, err := VerifyCheckpoint(env, pub)
+		if err != nil {
+			return nil, fmt.Errorf("checkpoint %d: %w", i+1, err)
+		}
+		if c.Seq != uint64(i+1) {
+			return nil, fmt.Errorf("%w: checkpoint %d of the chain says it is checkpoint %d", ErrChain, i+1, c.Seq)
+		}
+		if launch != nil && !bytes.Equal(c.Launch, launch) {
+			return nil, ErrNotVerified
+		}
+		if i > 0 {
+			p := out[0]
+			if c.SessionID != p.SessionID || !bytes.Equal(c.Launch, p.Launch) || c.Workspace != p.Workspace {
+				return nil, fmt.Errorf("%w: checkpoint %d is of session %s, checkpoint 1 of %s", ErrChain, i+1, c.SessionID, p.SessionID)
+			}
+			if c.Taken.Before(out[i-1].Taken) {
+				return nil, fmt.Errorf("%w: checkpoint %d was taken before checkpoint %d", ErrChain, i+1, i)
+			}
+		}
+		if c.Unchanged {
+			base := out[c.SameAs-1]
+			if base.Unchanged || !bytes.Equal(base.Root, c.Root) || base.Count != c.Count || !sameReasons(base.Incomplete, c.Incomplete) {
+				return nil, ErrNotVerified
+			}
+		}
+		leaf, err := CheckpointLeaf(c)
+		if err != nil {
+			return nil, err
+		}
+		leaves = append(leaves, leaf)
+		if !bytes.Equal(logRoot(leaves), c.Log.Root) {
+			return nil, ErrNotVerified
+		}
+		if i > 0 {
+			if err := VerifyConsistency(uint64(i), c.Seq, c.Consistency, out[i-1].Log.Root, c.Log.Root); err != nil {
+				return nil, err
+			}
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+// CheckStatementHead checks that the final statement st is bound to the
+// chain whose last checkpoint's envelope file is last (nil when the
+// session made none): Statement.CheckpointHead must be its SHA-256 and the
+// session the same. Anything else is ErrNotVerified.
+func CheckStatementHead(st *Statement, last []byte, lastCP *Checkpoint) error {
+	if last == nil {
+		if st.CheckpointHead != nil {
+			return ErrNotVerified
+		}
+		return nil
+	}
+	if !bytes.Equal(st.CheckpointHead, sha(last)) || lastCP == nil || lastCP.SessionID != st.SessionID ||
+		!bytes.Equal(lastCP.Launch, st.Launch) {
+		return ErrNotVerified
+	}
+	return nil
+}
+
+func sameReasons(a, b []Reason) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
