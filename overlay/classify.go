@@ -26,8 +26,14 @@ type reader struct {
 	reasons []attest.Reason
 	stats   Stats
 	stopped bool // a budget ran out: examine nothing more
+	// inOpaque: the directory being walked lies in a replaced (opaque)
+	// directory, so no lower directory shows through it: its lower-only
+	// children are deleted whether or not it is marked opaque itself.
+	inOpaque bool
 
 	links map[[2]uint64]*linkGroup // upper regular files with nlink > 1
+
+	excluded []attest.Excluded // subtrees summarized for opt.Exclude
 }
 
 // linkGroup is the upper paths seen for one inode.
@@ -58,7 +64,8 @@ func readLayers(u, l node, opt ReadOptions) (*Changes, error) {
 		}
 	}
 	slices.SortFunc(r.entries, func(a, b attest.Entry) int { return strings.Compare(string(a.Path), string(b.Path)) })
-	return &Changes{Entries: r.entries, Incomplete: r.reasons, Stats: r.stats}, nil
+	slices.SortFunc(r.excluded, func(a, b attest.Excluded) int { return strings.Compare(string(a.Path), string(b.Path)) })
+	return &Changes{Entries: r.entries, Incomplete: r.reasons, Excluded: r.excluded, Stats: r.stats}, nil
 }
 
 func (r *reader) root(u, l node) error {
@@ -170,6 +177,10 @@ func (r *reader) list(p attest.Path, layer string, d node) ([]string, bool) {
 // child classifies the upper entry name of u at p against the lower
 // entry of the same name in l (absent when l is nil).
 func (r *reader) child(p attest.Path, name string, u, l node) error {
+	if r.opt.Exclude != nil && r.opt.Exclude(p) {
+		r.summarize(p, name, u)
+		return nil
+	}
 	if !r.count(p, &r.stats.UpperEntries) {
 		return nil
 	}
@@ -248,7 +259,12 @@ func (r *reader) child(p attest.Path, name string, u, l node) error {
 		case !sameMeta(oldSt, newSt):
 			r.add(attest.Entry{Path: p, Change: attest.Metadata, Old: oldSt, New: newSt})
 		}
-		return r.walkDir(p, un, ln, opaque)
+		hidden := opaque || r.inOpaque
+		outer := r.inOpaque
+		r.inOpaque = hidden
+		err := r.walkDir(p, un, ln, hidden)
+		r.inOpaque = outer
+		return err
 	}
 
 	change, ok := r.compareNonDir(p, un, ln, ust, lst, newSt, oldSt)

@@ -51,6 +51,10 @@ type ReadOptions struct {
 	// WorkDir, if set, is the overlay's work directory: Read fails with
 	// ErrForeignUpper when its index directory is not empty.
 	WorkDir string
+	// Exclude, if set, is asked for each non-root upper path before it is
+	// classified; for a true answer the path and its upper subtree are
+	// summarized in Changes.Excluded instead (see summarize).
+	Exclude func(p attest.Path) bool
 	// Settle, when positive, says the agent may still be writing (a
 	// checkpoint): an upper file whose ctime lies within Settle of now
 	// is hashed only once Settle has passed since, so a write in
@@ -98,7 +102,9 @@ type Changes struct {
 	// Incomplete lists every place the read could not look; empty only
 	// when every entry was examined.
 	Incomplete []attest.Reason
-	Stats      Stats
+	// Excluded are the summarized subtrees with upper entries, by path.
+	Excluded []attest.Excluded
+	Stats    Stats
 }
 
 // Stats counts the work a read did.
