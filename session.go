@@ -415,6 +415,9 @@ func (s *session) finish(id string, res nsrun.Result, lostEnd bool) (*RunResult,
 	st.Launch = sha(s.launch)
 	st.Exit = out.Exit
 	st.Incomplete = sortReasons(append(reasons, st.Incomplete...))
+	if err := sweep(s.dir.upper(), s.dir.work(), s.ws, s.cfg.Policy, !s.features.StatxMountID.OK(), st); err != nil {
+		return out, fmt.Errorf("sweep protected paths: %w; the change set is kept in %s", err, s.dir)
+	}
 	b, err := attest.SignStatement(s.cfg.Key, st)
 	if err != nil {
 		return out, fmt.Errorf("sign statement: %w; the change set is kept in %s", err, s.dir)
@@ -426,16 +429,15 @@ func (s *session) finish(id string, res nsrun.Result, lostEnd bool) (*RunResult,
 		return out, fmt.Errorf("%w; the change set is kept in %s", err, s.dir)
 	}
 	out.Statement = st
-	if err := applySession(s.dir, s.ws, s.out, st); err != nil {
+	if out.Applied, err = s.settle(b, st); err != nil || !out.Applied {
 		return out, err
 	}
-	out.Applied = true
 	if unexamined(st.Incomplete) {
 		s.log("parts of the upper layer were not examined, so not attested or applied; it is kept in %s", s.dir.upper())
 		return out, nil
 	}
 	out.Kept = ""
-	return out, os.RemoveAll(string(s.dir))
+	return out, nil
 }
 
 // unexamined reports whether any reason means part of the upper layer was
@@ -456,7 +458,12 @@ func unexamined(rs []attest.Reason) bool {
 // Merkle root and the reader's incomplete reasons. The caller fills in the
 // session, launch binding and exit, and adds its own reasons.
 func Attest(upper, work, lower string, p attest.Policy, noMountID bool) (*attest.Statement, error) {
+	rules, err := rulesOf(p)
+	if err != nil {
+		return nil, err
+	}
 	opt := overlay.ReadOptions{
+		Exclude:       rules.Excluded,
 		DigestCap:     p.DigestCap,
 		MaxEntries:    p.MaxEntries,
 		MaxDirEntries: p.MaxDirEntries,
@@ -474,6 +481,7 @@ func Attest(upper, work, lower string, p attest.Policy, noMountID bool) (*attest
 		Workspace:  attest.Bytes(lower),
 		Incomplete: ch.Incomplete,
 		Entries:    ch.Entries,
+		Excluded:   ch.Excluded,
 		Ended:      time.Now().UTC(),
 		Stats: attest.Stats{
 			UpperEntries: uint64(ch.Stats.UpperEntries),

@@ -58,6 +58,9 @@ func runCommand() *cli.Command {
 			&cli.Int64Flag{Name: "max-entries", Usage: "entry budget of the final walk"},
 			&cli.Int64Flag{Name: "max-dir-entries", Usage: "largest directory examined"},
 			&cli.DurationFlag{Name: "time-budget", Usage: "time budget of the final walk"},
+			&cli.StringFlag{Name: "config", Usage: "policy `FILE` (default: layerseal.yaml in the workspace root, if any)"},
+			&cli.StringSliceFlag{Name: "allow", Usage: "allow changes to protected paths matching `GLOB` (repeatable)"},
+			&cli.BoolFlag{Name: "stage", Usage: "keep the change set staged for review instead of applying it"},
 		},
 		StopOnNthArg: &stop,
 		Action: func(_ context.Context, cmd *cli.Command) error {
@@ -84,6 +87,11 @@ func runCommand() *cli.Command {
 			for _, r := range st.Incomplete {
 				fmt.Fprintf(os.Stderr, "layerseal: incomplete: %s\n", reasonText(r))
 			}
+			reportPolicy(st)
+			if !res.Applied {
+				fmt.Fprintf(os.Stderr, "layerseal: staged, not applied: `layerseal diff %s` shows it; `layerseal apply %s` or `layerseal discard %s`\n",
+					cmd.String("out"), cmd.String("out"), cmd.String("out"))
+			}
 			if res.Exit.Code != 0 {
 				return exitWith(res.Exit.Code, nil)
 			}
@@ -96,6 +104,7 @@ func runCommand() *cli.Command {
 // error or names the bad input.
 func runConfig(cmd *cli.Command) (layerseal.RunConfig, error) {
 	var cfg layerseal.RunConfig
+	var err error
 	for _, f := range []string{"workspace", "key", "out"} {
 		if cmd.String(f) == "" {
 			return cfg, usageErr("run: --%s is required", f)
@@ -157,6 +166,9 @@ func runConfig(cmd *cli.Command) (layerseal.RunConfig, error) {
 	}
 	if policy.MaxEntries < 0 || policy.MaxDirEntries < 0 || policy.TimeBudget < 0 {
 		return cfg, usageErr("run: budgets must not be negative")
+	}
+	if policy, err = runPolicy(cmd, policy); err != nil {
+		return cfg, err
 	}
 	if err := layerseal.RequireRoot(); err != nil {
 		return cfg, exitWith(exitSetup, err)
@@ -246,26 +258,6 @@ func parseSize(s string) (int64, error) {
 		return 0, errors.New("want a positive byte count such as 256MiB")
 	}
 	return n * mult, nil
-}
-
-func applyCommand() *cli.Command {
-	return &cli.Command{
-		Name:      "apply",
-		Usage:     "finish applying a session's change set to its workspace",
-		ArgsUsage: "OUT",
-		Flags:     []cli.Flag{&cli.StringFlag{Name: "state-dir", Value: layerseal.DefaultStateDir}},
-		Action: func(_ context.Context, cmd *cli.Command) error {
-			if cmd.NArg() != 1 {
-				return usageErr("usage: layerseal apply OUT")
-			}
-			st, err := layerseal.Apply(cmd.Args().First(), cmd.String("state-dir"))
-			if err != nil {
-				return exitWith(exitFailed, err)
-			}
-			fmt.Fprintf(os.Stderr, "layerseal: applied %d change(s)\n", len(st.Entries))
-			return nil
-		},
-	}
 }
 
 func probeCommand() *cli.Command {

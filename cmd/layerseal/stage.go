@@ -1,0 +1,214 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/urfave/cli/v3"
+
+	"github.com/layerseal/layerseal"
+	"github.com/layerseal/layerseal/attest"
+	"github.com/layerseal/layerseal/policy"
+)
+
+// applyProgress, when set (by the test binary), is called before each
+// step of an apply; the tests use it to kill the process at chosen steps.
+var applyProgress func(op string, p attest.Path)
+
+// runPolicy adds the configuration file and the --allow and --stage flags
+// to the run's policy. A config or glob that cannot be used is a usage
+// error; an allow that grants nothing is warned about.
+func runPolicy(cmd *cli.Command, base attest.Policy) (attest.Policy, error) {
+	c, err := layerseal.LoadConfig(cmd.String("workspace"), cmd.String("config"))
+	if err != nil {
+		return base, usageErr("run: %v", err)
+	}
+	allow, err := policy.CompileAll(cmd.StringSlice("allow"))
+	if err != nil {
+		return base, usageErr("run: --allow: %v", err)
+	}
+	rules := policy.Rules{Allow: allow}
+	if c != nil {
+		rules.Protected = c.Protected
+	}
+	for _, g := range rules.UnusedAllows() {
+		fmt.Fprintf(os.Stderr, "layerseal: warning: --allow %q matches no protected path: it grants nothing\n", g.String())
+	}
+	p := layerseal.PolicyFrom(c, allow, base)
+	if cmd.Bool("stage") {
+		p.Apply = policy.ApplyStage
+	}
+	return p, nil
+}
+
+// reportPolicy prints the sweep's violations and the excluded subtrees.
+func reportPolicy(st *attest.Statement) {
+	for _, v := range st.Violations {
+		fmt.Fprintf(os.Stderr, "layerseal: protected path %s changed (rule %q): %s\n", v.Path, v.Rule, v.Action)
+	}
+	for _, x := range st.Excluded {
+		fmt.Fprintf(os.Stderr, "layerseal: excluded %s: %d entries, %d bytes\n", x.Path, x.Entries, x.Bytes)
+	}
+}
+
+func applyCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "apply",
+		Usage:     "apply a session's staged change set to its workspace, or finish an apply that stopped",
+		ArgsUsage: "OUT",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "state-dir", Value: layerseal.DefaultStateDir},
+			&cli.BoolFlag{Name: "force", Usage: "apply even over paths changed in the workspace since the launch, or violations the sweep could not revert"},
+		},
+		Action: func(_ context.Context, cmd *cli.Command) error {
+			if cmd.NArg() != 1 {
+				return usageErr("usage: layerseal apply [--force] OUT")
+			}
+			st, err := layerseal.Apply(cmd.Args().First(), layerseal.ApplyOptions{
+				StateDir: cmd.String("state-dir"), Force: cmd.Bool("force"), Progress: applyProgress,
+			})
+			if err != nil {
+				return exitWith(exitFailed, err)
+			}
+			fmt.Fprintf(os.Stderr, "layerseal: applied %d change(s) and %d excluded subtree(s)\n", len(st.AppliedEntries()), len(st.Excluded))
+			return nil
+		},
+	}
+}
+
+func discardCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "discard",
+		Usage:     "drop a session's staged change set; the workspace stays as it is",
+		ArgsUsage: "OUT",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "state-dir", Value: layerseal.DefaultStateDir},
+			&cli.BoolFlag{Name: "force", Usage: "discard even after an apply stopped part way"},
+		},
+		Action: func(_ context.Context, cmd *cli.Command) error {
+			if cmd.NArg() != 1 {
+				return usageErr("usage: layerseal discard [--force] OUT")
+			}
+			if err := layerseal.Discard(cmd.Args().First(), cmd.String("state-dir"), cmd.Bool("force")); err != nil {
+				return exitWith(exitFailed, err)
+			}
+			fmt.Fprintf(os.Stderr, "layerseal: discarded the change set of %s\n", cmd.Args().First())
+			return nil
+		},
+	}
+}
+
+func recoverCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "recover",
+		Usage:     "attest the change set of a session whose supervisor died, and keep it staged",
+		ArgsUsage: "OUT",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "key", Usage: "the signing key the session was launched with"},
+			&cli.StringFlag{Name: "state-dir", Value: layerseal.DefaultStateDir},
+		},
+		Action: func(_ context.Context, cmd *cli.Command) error {
+			if cmd.NArg() != 1 || cmd.String("key") == "" {
+				return usageErr("usage: layerseal recover --key KEY OUT")
+			}
+			if err := layerseal.RequireRoot(); err != nil {
+				return exitWith(exitFailed, err)
+			}
+			key, err := attest.LoadPrivateKey(cmd.String("key"))
+			if err != nil {
+				return exitWith(exitFailed, err)
+			}
+			out := cmd.Args().First()
+			st, err := layerseal.Recover(out, cmd.String("state-dir"), key)
+			if err != nil {
+				return exitWith(exitFailed, err)
+			}
+			fmt.Fprintf(os.Stderr, "layerseal: recovered %d change(s), %s; statement %s/%s\n", len(st.Entries), completeness(st), out, layerseal.StatementFile)
+			reportPolicy(st)
+			fmt.Fprintf(os.Stderr, "layerseal: staged: `layerseal diff %s` shows it; `layerseal apply %s` or `layerseal discard %s`\n", out, out, out)
+			return nil
+		},
+	}
+}
+
+// diffCommand shows a staged session's change set: `layerseal diff OUT`.
+func diffCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "diff",
+		Usage:     "show the change set a session would apply: `diff OUT` for a staged session",
+		ArgsUsage: "OUT",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "state-dir", Value: layerseal.DefaultStateDir},
+			&cli.BoolFlag{Name: "json", Usage: "print JSON"},
+		},
+		Action: func(_ context.Context, cmd *cli.Command) error {
+			if cmd.NArg() != 1 {
+				return usageErr("usage: layerseal diff [--json] OUT")
+			}
+			st, err := layerseal.Staged(cmd.Args().First(), cmd.String("state-dir"))
+			if err != nil {
+				if errors.Is(err, layerseal.ErrAlreadyApplied) || errors.Is(err, layerseal.ErrDiscarded) {
+					return exitWith(exitFailed, fmt.Errorf("%w: no staged change set (`layerseal show %s/%s` shows the statement)", err, cmd.Args().First(), layerseal.StatementFile))
+				}
+				return exitWith(exitFailed, err)
+			}
+			if cmd.Bool("json") {
+				printJSON(stagedJSON(st))
+				return nil
+			}
+			writeStaged(os.Stdout, st)
+			return nil
+		},
+	}
+}
+
+type excludedJSON struct {
+	Path    attest.Path `json:"path"`
+	Entries uint64      `json:"entries"`
+	Bytes   uint64      `json:"bytes"`
+}
+
+type violationJSON struct {
+	Path   attest.Path   `json:"path"`
+	Rule   string        `json:"rule"`
+	Action attest.Action `json:"action"`
+}
+
+// stagedJSON is diff --json's object: show's members for the change set
+// to apply, plus the excluded subtrees and the violations.
+func stagedJSON(st *attest.Statement) map[string]any {
+	applied := *st
+	applied.Entries = st.AppliedEntries()
+	m := showJSON(&applied, true)
+	xs := []excludedJSON{}
+	for _, x := range st.Excluded {
+		xs = append(xs, excludedJSON(x))
+	}
+	vs := []violationJSON{}
+	for _, v := range st.Violations {
+		vs = append(vs, violationJSON(v))
+	}
+	m["excluded"], m["violations"] = xs, vs
+	return m
+}
+
+// writeStaged prints one line per change to apply (as show does), one per
+// excluded subtree ("X", path, counts), then the violations and reasons.
+func writeStaged(w io.Writer, st *attest.Statement) {
+	for _, e := range st.AppliedEntries() {
+		fmt.Fprintf(w, "%s  %s\n", shortCode[e.Change], e.Path)
+	}
+	for _, x := range st.Excluded {
+		fmt.Fprintf(w, "X  %s\t%d entries, %d bytes\n", x.Path, x.Entries, x.Bytes)
+	}
+	fmt.Fprintf(w, "# %d change(s) to apply, %d excluded subtree(s), %s, verified\n", len(st.AppliedEntries()), len(st.Excluded), completeness(st))
+	for _, v := range st.Violations {
+		fmt.Fprintf(w, "# protected: %s (rule %q): %s\n", v.Path, v.Rule, v.Action)
+	}
+	for _, r := range st.Incomplete {
+		fmt.Fprintf(w, "# incomplete: %s\n", reasonText(r))
+	}
+}

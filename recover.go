@@ -1,0 +1,93 @@
+package layerseal
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/layerseal/layerseal/attest"
+	"github.com/layerseal/layerseal/probe"
+)
+
+// Recover attests a session whose supervisor died before it wrote a
+// statement (killed, or the machine went down): the agent's namespace died
+// with the supervisor, so the upper layer is quiescent and holds every
+// change the agent made. Recover verifies the session's launch record with
+// key (the supervisor's key is gone with it, so the caller loads it
+// again: it must be the key pinned at launch), reads the upper layer under
+// the launched policy, sweeps protected paths, and signs a statement that
+// is incomplete with attest.UnobservedEnd. It writes the statement to the
+// output dir and leaves the change set staged for `diff`, `apply` and
+// `discard`. A session that already has a statement is refused.
+func Recover(out, stateDir string, key *attest.Signer) (*attest.Statement, error) {
+	if stateDir == "" {
+		stateDir = DefaultStateDir
+	}
+	if key == nil {
+		return nil, errors.New("no signing key")
+	}
+	if err := RequireRoot(); err != nil {
+		return nil, err
+	}
+	abs := evalOrSelf(absOrSelf(out))
+	dir, rec, err := findSession(stateDir, abs)
+	if err != nil {
+		return nil, err
+	}
+	if !bytes.Equal(rec.PublicKey, key.Public()) {
+		return nil, fmt.Errorf("key %s is not the key session %s was launched with", key.KeyID(), rec.ID)
+	}
+	for _, p := range []string{filepath.Join(string(dir), StatementFile), filepath.Join(abs, StatementFile)} {
+		if _, err := os.Lstat(p); err == nil {
+			return nil, fmt.Errorf("session %s already has a statement (%s): nothing to recover", rec.ID, p)
+		}
+	}
+	launchEnv, err := os.ReadFile(filepath.Join(string(dir), LaunchFile))
+	if err != nil {
+		return nil, fmt.Errorf("session %s has no launch record: %w (the agent never started, so nothing changed)", rec.ID, unwrapPath(err))
+	}
+	launch, err := attest.VerifyLaunch(launchEnv, key.Public())
+	if err != nil {
+		return nil, fmt.Errorf("launch record of session %s: %w", rec.ID, err)
+	}
+	if launch.SessionID != rec.ID || string(launch.Workspace) != rec.Workspace {
+		return nil, fmt.Errorf("launch record of session %s does not match its state", rec.ID)
+	}
+	features, err := probe.Detect()
+	if err != nil {
+		return nil, err
+	}
+	noMountID := !features.StatxMountID.OK()
+	st, err := Attest(dir.upper(), dir.work(), rec.Workspace, launch.Policy, noMountID)
+	if err != nil {
+		return nil, fmt.Errorf("attest the change set: %w; it is kept in %s", err, dir)
+	}
+	st.SessionID = rec.ID
+	st.Launch = sha(launchEnv)
+	// The supervisor's death killed the namespace's init, and with it
+	// every process of the agent.
+	st.Exit = attest.Exit{Code: 128 + 9, Signal: "SIGKILL"}
+	st.Incomplete = sortReasons(append(st.Incomplete, attest.Reason{Code: attest.UnobservedEnd,
+		Detail: "the supervisor did not observe the end of the run: it was gone before the agent ended, whose exit status is unknown; this statement was made by `layerseal recover`"}))
+	if err := sweep(dir.upper(), dir.work(), rec.Workspace, launch.Policy, noMountID, st); err != nil {
+		return nil, fmt.Errorf("sweep protected paths: %w; the change set is kept in %s", err, dir)
+	}
+	b, err := attest.SignStatement(key, st)
+	if err != nil {
+		return nil, fmt.Errorf("sign statement: %w", err)
+	}
+	if err := writeFileAtomic(filepath.Join(string(dir), StatementFile), b, 0o600); err != nil {
+		return nil, err
+	}
+	if _, err := os.Lstat(filepath.Join(abs, LaunchFile)); err != nil {
+		if err := writeFileAtomic(filepath.Join(abs, LaunchFile), launchEnv, 0o644); err != nil {
+			return nil, err
+		}
+	}
+	if err := writeFileAtomic(filepath.Join(abs, StatementFile), b, 0o644); err != nil {
+		return nil, err
+	}
+	return st, nil
+}

@@ -1,0 +1,75 @@
+package layerseal
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/layerseal/layerseal/attest"
+	"github.com/layerseal/layerseal/overlay"
+)
+
+// sweep finds every observed change on a protected path that no allow
+// covers, reverts it in the upper layer (overlay.Revert), and reads the
+// swept upper layer again: st gets Violations and, when there are any,
+// Applied, the change set that is left. A violation is "reverted" only
+// when the path is absent from the re-read change set, "blocked"
+// otherwise. The upper layer must not be mounted.
+func sweep(upper, work, lower string, p attest.Policy, noMountID bool, st *attest.Statement) error {
+	rules, err := rulesOf(p)
+	if err != nil {
+		return err
+	}
+	var vs []attest.Violation
+	for _, e := range st.Entries {
+		if rule := rules.Violation(e.Path); rule != "" {
+			vs = append(vs, attest.Violation{Path: e.Path, Rule: rule})
+		}
+	}
+	if len(vs) == 0 {
+		return nil
+	}
+	failed := map[attest.Path]error{}
+	for _, v := range vs {
+		// A path inside one already reverted with its subtree is
+		// reverted again, which changes nothing or finishes the job.
+		if err := overlay.Revert(upper, lower, v.Path, overlay.RevertOptions{}); err != nil {
+			failed[v.Path] = err
+		}
+	}
+	after, err := Attest(upper, work, lower, p, noMountID)
+	if err != nil {
+		return fmt.Errorf("read the swept upper layer: %w", err)
+	}
+	left := map[attest.Path]bool{}
+	for _, e := range after.Entries {
+		left[e.Path] = true
+	}
+	for i := range vs {
+		vs[i].Action = attest.Reverted
+		if left[vs[i].Path] || failed[vs[i].Path] != nil {
+			vs[i].Action = attest.Blocked
+		}
+	}
+	st.Violations = vs
+	st.Applied = after.Entries
+	if st.Applied == nil {
+		st.Applied = []attest.Entry{}
+	}
+	return nil
+}
+
+// blocked lists the violations the sweep could not revert.
+func blocked(st *attest.Statement) []string {
+	var out []string
+	for _, v := range st.Violations {
+		if v.Action == attest.Blocked {
+			out = append(out, fmt.Sprintf("%q (rule %q)", string(v.Path), v.Rule))
+		}
+	}
+	return out
+}
+
+// under reports whether p is dir or lies beneath it.
+func under(p, dir attest.Path) bool {
+	return p == dir || strings.HasPrefix(string(p), string(dir)+"/")
+}
