@@ -113,6 +113,7 @@ type session struct {
 	submount []attest.Reason
 	launch   []byte
 	log      func(format string, args ...any)
+	cp       *checkpointer // the session's checkpoints, once the agent ran
 }
 
 func prepare(cfg RunConfig) (*session, error) {
@@ -328,12 +329,20 @@ func (s *session) run() (*RunResult, error) {
 		s.dropEmpty()
 		return nil, &SetupError{err}
 	}
+	cps, err := s.startCheckpoints(id)
+	if err != nil {
+		r.Abort()
+		s.dropEmpty()
+		return nil, &SetupError{err}
+	}
 	if err := r.Go(); err != nil {
+		cps.end()
 		r.Abort()
 		s.dropEmpty()
 		return nil, &SetupError{err}
 	}
 	res, err := r.Wait()
+	s.cp = cps.end()
 	if err != nil {
 		// The agent ran but the supervisor lost track of its end: attest
 		// what is there, and say so.
@@ -407,9 +416,13 @@ func (s *session) finish(id string, res nsrun.Result, lostEnd bool) (*RunResult,
 		reasons = append(reasons, attest.Reason{Code: attest.LowerChanged,
 			Detail: "the workspace directory is not the one the session started on"})
 	}
-	st, err := Attest(s.dir.upper(), s.dir.work(), s.ws, s.cfg.Policy, !s.features.StatxMountID.OK())
+	known, head := s.cp.final()
+	st, err := attestUpper(s.dir.upper(), s.dir.work(), s.ws, s.cfg.Policy, !s.features.StatxMountID.OK(), known)
 	if err != nil {
 		return out, fmt.Errorf("attest the change set: %w; the change set is kept in %s", err, s.dir)
+	}
+	if head != nil {
+		st.CheckpointHead = sha(head)
 	}
 	st.SessionID = id
 	st.Launch = sha(s.launch)
@@ -458,6 +471,12 @@ func unexamined(rs []attest.Reason) bool {
 // Merkle root and the reader's incomplete reasons. The caller fills in the
 // session, launch binding and exit, and adds its own reasons.
 func Attest(upper, work, lower string, p attest.Policy, noMountID bool) (*attest.Statement, error) {
+	return attestUpper(upper, work, lower, p, noMountID, nil)
+}
+
+// attestUpper is Attest taking known digests of upper files (see
+// overlay.ReadOptions.KnownDigest) where known is not nil.
+func attestUpper(upper, work, lower string, p attest.Policy, noMountID bool, known func(attest.Path, linux.Stat) []byte) (*attest.Statement, error) {
 	rules, err := rulesOf(p)
 	if err != nil {
 		return nil, err
@@ -469,6 +488,7 @@ func Attest(upper, work, lower string, p attest.Policy, noMountID bool) (*attest
 		MaxDirEntries: p.MaxDirEntries,
 		NoMountID:     noMountID,
 		WorkDir:       work,
+		KnownDigest:   known,
 	}
 	if p.TimeBudget > 0 {
 		opt.Deadline = time.Now().Add(p.TimeBudget)

@@ -322,7 +322,8 @@ func (l *CheckpointLog) Append(s *Signer, c *Checkpoint) ([]byte, error) {
 	}
 	l.leaves = leaves
 	if !c.Unchanged {
-		l.last = c
+		// Keep only what an unchanged checkpoint repeats, not the entries.
+		l.last = &Checkpoint{Seq: c.Seq, Root: c.Root, Count: c.Count, Complete: c.Complete, Incomplete: c.Incomplete}
 	}
 	return env, nil
 }

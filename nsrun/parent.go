@@ -19,8 +19,9 @@ import (
 // take over; its value names the stage.
 const envMarker = "_LAYERSEAL_NSRUN"
 
-// forwarded are the signals the supervisor passes on to the agent.
-var forwarded = []os.Signal{unix.SIGTERM, unix.SIGHUP, unix.SIGINT, unix.SIGQUIT, unix.SIGUSR1, unix.SIGUSR2, unix.SIGWINCH}
+// forwarded are the signals the supervisor passes on to the agent. SIGUSR1
+// is not among them: it asks the supervisor for a checkpoint.
+var forwarded = []os.Signal{unix.SIGTERM, unix.SIGHUP, unix.SIGINT, unix.SIGQUIT, unix.SIGUSR2, unix.SIGWINCH}
 
 // terminalSignals are sent by a terminal to its whole foreground process
 // group, which the agent belongs to: when the supervisor is in that group the
@@ -164,8 +165,8 @@ func (r *Run) Ready() (Ready, error) {
 
 // Go lets init start the agent and returns once the agent's command has been
 // executed, or why it could not be (wrapping ErrCommandNotFound when the
-// command is not in PATH). From then on the supervisor's SIGTERM, SIGHUP,
-// SIGUSR1 and SIGUSR2 are passed on to the agent, and so are SIGINT, SIGQUIT
+// command is not in PATH). From then on the supervisor's SIGTERM, SIGHUP
+// and SIGUSR2 are passed on to the agent, and so are SIGINT, SIGQUIT
 // and SIGWINCH unless the supervisor is in its terminal's foreground process
 // group (the terminal then signals the agent itself), until Wait returns.
 func (r *Run) Go() error {

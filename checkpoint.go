@@ -1,0 +1,255 @@
+package layerseal
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+	"unsafe"
+
+	"github.com/layerseal/layerseal/attest"
+	"github.com/layerseal/layerseal/internal/linux"
+	"github.com/layerseal/layerseal/overlay"
+	"github.com/layerseal/layerseal/probe"
+)
+
+// CheckpointDir is the directory of the output dir that holds a session's
+// checkpoints, named by their sequence number: 000001.json, 000002.json, …
+const CheckpointDir = "checkpoints"
+
+// CheckpointFile is the file name of checkpoint seq.
+func CheckpointFile(seq uint64) string { return fmt.Sprintf("%06d.json", seq) }
+
+// CheckpointResult says what one checkpoint did.
+type CheckpointResult struct {
+	Seq       uint64
+	File      string // where it was written
+	Unchanged bool   // the probe found nothing changed: no file was read
+	Count     uint64 // changes so far
+	Complete  bool
+	Hashed    uint64 // bytes hashed by this checkpoint
+	Took      time.Duration
+}
+
+// checkpointer takes a session's checkpoints while the agent runs. Its
+// methods are safe to call from several goroutines; checkpoints are taken
+// one at a time.
+type checkpointer struct {
+	mu        sync.Mutex
+	upper     string
+	work      string
+	lower     string
+	policy    attest.Policy
+	noMountID bool
+	key       *attest.Signer
+	base      attest.Checkpoint // session, launch and workspace of every checkpoint
+	dir       string            // OUT/checkpoints
+
+	log      attest.CheckpointLog
+	lastFull uint64       // seq of the last checkpoint that walked
+	retry    bool         // the last walk could not read everything: walk again
+	probe    *probe.Index // the probe of the last checkpoint
+	digests  digestCache  // settled digests of upper files, from the last walk
+	lastEnv  []byte       // the last checkpoint's envelope file
+	readHook func()       // tests: called for every walk of the upper layer
+}
+
+// take takes one checkpoint: a probe of the upper layer; when it equals
+// the last checkpoint's and nothing is racy, an unchanged checkpoint
+// without reading any file; otherwise a walk that hashes only upper files
+// whose stat tuple is not the one a digest is known for.
+func (c *checkpointer) take() (*CheckpointResult, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	start := time.Now()
+	idx, err := probe.Scan(c.upper, probe.ScanOptions{MaxEntries: int(c.policy.MaxEntries)})
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: %w", err)
+	}
+	cp := c.base
+	d := idx.Digest()
+	cp.Probe, cp.ProbeEntries, cp.Taken = d[:], uint64(idx.Len()), time.Now().UTC()
+	var hashed uint64
+	if c.lastFull != 0 && !c.retry && idx.Unchanged(c.probe) {
+		cp.Unchanged, cp.SameAs = true, c.lastFull
+	} else {
+		ch, cache, err := c.walk(idx.Window)
+		if err != nil {
+			return nil, fmt.Errorf("checkpoint: %w", err)
+		}
+		cp.Entries, cp.Incomplete, hashed = ch.Entries, sortReasons(ch.Incomplete), ch.Stats.BytesHashed
+		cp.Stats = attest.Stats{UpperEntries: uint64(ch.Stats.UpperEntries), LowerEntries: uint64(ch.Stats.LowerEntries), BytesHashed: hashed}
+		c.digests = cache
+	}
+	env, err := c.log.Append(c.key, &cp)
+	if err != nil {
+		return nil, err
+	}
+	file := filepath.Join(c.dir, CheckpointFile(cp.Seq))
+	if err := writeFileAtomic(file, env, 0o644); err != nil {
+		// The log moved on in memory; a later checkpoint cannot be
+		// written without this one, so stop taking them.
+		return nil, fmt.Errorf("checkpoint %d: %w", cp.Seq, err)
+	}
+	c.probe, c.lastEnv = idx, env
+	if !cp.Unchanged {
+		c.lastFull = cp.Seq
+		c.retry = rereadNeeded(cp.Incomplete)
+	}
+	return &CheckpointResult{Seq: cp.Seq, File: file, Unchanged: cp.Unchanged, Count: cp.Count,
+		Complete: cp.Complete, Hashed: hashed, Took: time.Since(start)}, nil
+}
+
+// walk reads the upper layer against the lower one as the final statement
+// does, with files that change while hashed reported unstable, and returns
+// the changes and the digests it can vouch for.
+func (c *checkpointer) walk(settle time.Duration) (*overlay.Changes, digestCache, error) {
+	if c.readHook != nil {
+		c.readHook()
+	}
+	var seen []seenStat
+	opt, err := c.readOptions()
+	if err != nil {
+		return nil, digestCache{}, err
+	}
+	opt.Settle = settle
+	known := opt.KnownDigest
+	opt.KnownDigest = func(p attest.Path, st linux.Stat) []byte {
+		seen = append(seen, seenStat{p, probe.StatOf(st)})
+		return known(p, st)
+	}
+	ch, err := overlay.Read(c.upper, c.lower, opt)
+	if err != nil {
+		return nil, digestCache{}, err
+	}
+	return ch, newDigestCache(seen, ch), nil
+}
+
+// readOptions are the final walk's options; known digests are reused.
+func (c *checkpointer) readOptions() (overlay.ReadOptions, error) {
+	rules, err := rulesOf(c.policy)
+	if err != nil {
+		return overlay.ReadOptions{}, err
+	}
+	opt := overlay.ReadOptions{
+		Exclude:       rules.Excluded,
+		DigestCap:     c.policy.DigestCap,
+		MaxEntries:    c.policy.MaxEntries,
+		MaxDirEntries: c.policy.MaxDirEntries,
+		NoMountID:     c.noMountID,
+		WorkDir:       c.work,
+		KnownDigest:   c.digests.lookup,
+	}
+	if c.policy.TimeBudget > 0 {
+		opt.Deadline = time.Now().Add(c.policy.TimeBudget)
+	}
+	return opt, nil
+}
+
+// final returns the options of the final walk (digests reused where the
+// stat tuple is the one hashed) and the last checkpoint's envelope file.
+func (c *checkpointer) final() (func(attest.Path, linux.Stat) []byte, []byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.digests.lookup, c.lastEnv
+}
+
+// rereadNeeded reports whether a walk left parts unread that a later walk
+// may read: then an unchanged probe does not make the next checkpoint
+// unchanged.
+func rereadNeeded(rs []attest.Reason) bool {
+	for _, r := range rs {
+		switch r.Code {
+		case attest.Unstable, attest.Vanished, attest.Unreadable, attest.TimeBudget, attest.EntryBudget:
+			return true
+		}
+	}
+	return false
+}
+
+// seenStat is the stat an upper file was hashed with.
+type seenStat struct {
+	path attest.Path
+	st   probe.Stat
+}
+
+// digestCache holds the digests of upper regular files that a walk hashed
+// (or reused) and could vouch for: sorted by path bytes, one 72-byte
+// record each (80 bytes), paths in one arena.
+type digestCache struct {
+	recs  []digestRecord
+	arena []byte
+}
+
+type digestRecord struct {
+	off, n uint32
+	st     probe.Stat // 40 bytes (mode padded)
+	sum    [32]byte
+}
+
+// newDigestCache keeps, for each listed upper file whose digest the walk
+// computed or reused, the stat it was hashed with. A file hashed by the
+// walk had its ctime settled first (overlay.ReadOptions.Settle) and its
+// stat checked before and after the read, so a later write changes its
+// ctime.
+func newDigestCache(seen []seenStat, ch *overlay.Changes) digestCache {
+	var dc digestCache
+	byPath := make(map[attest.Path]probe.Stat, len(seen))
+	for _, s := range seen {
+		byPath[s.path] = s.st
+	}
+	unstable := map[attest.Path]bool{}
+	for _, r := range ch.Incomplete {
+		unstable[r.Path] = true
+	}
+	for i := range ch.Entries {
+		e := &ch.Entries[i]
+		if e.New == nil || e.New.Type != attest.File || len(e.New.SHA256) != 32 || unstable[e.Path] {
+			continue
+		}
+		st, ok := byPath[e.Path]
+		if !ok {
+			continue
+		}
+		r := digestRecord{off: uint32(len(dc.arena)), n: uint32(len(e.Path)), st: st}
+		copy(r.sum[:], e.New.SHA256)
+		dc.recs = append(dc.recs, r)
+		dc.arena = append(dc.arena, e.Path...)
+	}
+	dc.recs, dc.arena = slices.Clip(dc.recs), slices.Clip(dc.arena)
+	return dc
+}
+
+func (dc *digestCache) path(i int) string {
+	r := &dc.recs[i]
+	return string(dc.arena[r.off : r.off+r.n])
+}
+
+// lookup returns the digest kept for p when st is exactly the stat it was
+// hashed with, nil otherwise.
+func (dc *digestCache) lookup(p attest.Path, st linux.Stat) []byte {
+	i, ok := slices.BinarySearchFunc(dc.recs, string(p), func(r digestRecord, p string) int {
+		return strings.Compare(string(dc.arena[r.off:r.off+r.n]), p)
+	})
+	if !ok || dc.recs[i].st != probe.StatOf(st) {
+		return nil
+	}
+	return slices.Clone(dc.recs[i].sum[:])
+}
+
+// Bytes is the memory the cache holds.
+func (dc *digestCache) Bytes() int {
+	return cap(dc.recs)*int(unsafe.Sizeof(digestRecord{})) + cap(dc.arena)
+}
+
+// makeCheckpointDir makes OUT/checkpoints, which must not exist yet.
+func makeCheckpointDir(out string) (string, error) {
+	dir := filepath.Join(out, CheckpointDir)
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return "", fmt.Errorf("checkpoint dir: %w", err)
+	}
+	return dir, nil
+}

@@ -1,0 +1,260 @@
+package layerseal
+
+import (
+	"bytes"
+	"crypto/ed25519"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/layerseal/layerseal/attest"
+	"github.com/layerseal/layerseal/probe"
+)
+
+// cpEnv is a checkpointer over plain directories standing in for the
+// layers: the test writes into upper as an agent's writes would land.
+type cpEnv struct {
+	t            *testing.T
+	upper, lower string
+	cp           *checkpointer
+	walks        atomic.Int64
+	pub          ed25519.PublicKey
+}
+
+func newCPEnv(t *testing.T) *cpEnv {
+	t.Helper()
+	root := t.TempDir()
+	e := &cpEnv{t: t, upper: filepath.Join(root, "upper"), lower: filepath.Join(root, "lower")}
+	for _, d := range []string{e.upper, e.lower, filepath.Join(root, "work"), filepath.Join(root, "out")} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, priv, _ := ed25519.GenerateKey(nil)
+	key, err := attest.NewSigner(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.pub = key.Public()
+	dir, err := makeCheckpointDir(filepath.Join(root, "out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.cp = &checkpointer{upper: e.upper, work: filepath.Join(root, "work"), lower: e.lower,
+		policy: fillPolicy(attest.Policy{}), key: key, dir: dir}
+	e.cp.base.SessionID, e.cp.base.Launch, e.cp.base.Workspace = attest.NewSessionID(), sha([]byte("launch")), attest.Bytes(e.lower)
+	e.cp.readHook = func() { e.walks.Add(1) }
+	return e
+}
+
+func (e *cpEnv) write(name, content string) {
+	e.t.Helper()
+	p := filepath.Join(e.upper, name)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		e.t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func (e *cpEnv) take() *CheckpointResult {
+	e.t.Helper()
+	res, err := e.cp.take()
+	if err != nil {
+		e.t.Fatalf("checkpoint: %v", err)
+	}
+	return res
+}
+
+// settle waits until every file written so far is out of the racy window.
+func (e *cpEnv) settle() { time.Sleep(3 * probe.RacyWindow()) }
+
+// entry returns the change for path p in checkpoint seq.
+func (e *cpEnv) entry(seq uint64, p attest.Path) *attest.Entry {
+	e.t.Helper()
+	env, err := os.ReadFile(filepath.Join(e.cp.dir, CheckpointFile(seq)))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	c, err := attest.VerifyCheckpoint(env, e.pub)
+	if err != nil {
+		e.t.Fatalf("checkpoint %d: %v", seq, err)
+	}
+	for i := range c.Entries {
+		if c.Entries[i].Path == p {
+			return &c.Entries[i]
+		}
+	}
+	return nil
+}
+
+func TestCheckpointIdleReadsNothing(t *testing.T) {
+	e := newCPEnv(t)
+	for i := range 50 {
+		e.write(fmt.Sprintf("d%d/f%d", i%5, i), fmt.Sprint("content ", i))
+	}
+	e.settle()
+	if res := e.take(); res.Unchanged || res.Count != 56 || res.Hashed == 0 {
+		t.Fatalf("first checkpoint: %+v", res)
+	}
+	e.settle()
+	for range 3 {
+		res := e.take()
+		if !res.Unchanged || res.Hashed != 0 || res.Count != 56 {
+			t.Fatalf("idle checkpoint: %+v", res)
+		}
+	}
+	if n := e.walks.Load(); n != 1 {
+		t.Errorf("%d walks of the upper layer, want 1 (idle checkpoints read nothing)", n)
+	}
+	// A change ends the run of unchanged checkpoints and is hashed alone.
+	e.write("d1/f1", "changed!!")
+	e.settle()
+	res := e.take()
+	if res.Unchanged || res.Hashed != uint64(len("changed!!")) {
+		t.Errorf("checkpoint after one change: %+v (want only that file hashed)", res)
+	}
+	if ent := e.entry(res.Seq, "d1/f1"); ent == nil || !bytes.Equal(ent.New.SHA256, sha([]byte("changed!!"))) {
+		t.Errorf("checkpoint does not hold the new content: %+v", ent)
+	}
+	verifyDir(t, e.cp.dir, e.pub, int(res.Seq))
+}
+
+func verifyDir(t *testing.T, dir string, pub ed25519.PublicKey, n int) []*attest.Checkpoint {
+	t.Helper()
+	var envs [][]byte
+	for i := 1; i <= n; i++ {
+		b, err := os.ReadFile(filepath.Join(dir, CheckpointFile(uint64(i))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		envs = append(envs, b)
+	}
+	cps, err := attest.VerifyChain(envs, pub, nil)
+	if err != nil {
+		t.Fatalf("chain: %v", err)
+	}
+	return cps
+}
+
+// TestCheckpointCatchesHiddenWrites: writes that keep size (and mtime)
+// are caught, however soon after a checkpoint they come.
+func TestCheckpointCatchesHiddenWrites(t *testing.T) {
+	e := newCPEnv(t)
+	e.write("racy", "AAAA")
+	e.write("restored", "BBBB")
+	e.write("renamed", "CCCC")
+	e.settle()
+	e.take()
+
+	// Same size, right after the checkpoint, within its clock tick.
+	e.write("racy", "aaaa")
+	// Same size, then the old mtime restored with utimensat.
+	fi, _ := os.Lstat(filepath.Join(e.upper, "restored"))
+	e.write("restored", "bbbb")
+	ts := []unix.Timespec{unix.NsecToTimespec(fi.ModTime().UnixNano()), unix.NsecToTimespec(fi.ModTime().UnixNano())}
+	if err := unix.UtimesNanoAt(unix.AT_FDCWD, filepath.Join(e.upper, "restored"), ts, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		t.Fatal(err)
+	}
+	// Same size and mtime, replaced by rename.
+	fi, _ = os.Lstat(filepath.Join(e.upper, "renamed"))
+	e.write("tmp", "cccc")
+	ts = []unix.Timespec{unix.NsecToTimespec(fi.ModTime().UnixNano()), unix.NsecToTimespec(fi.ModTime().UnixNano())}
+	unix.UtimesNanoAt(unix.AT_FDCWD, filepath.Join(e.upper, "tmp"), ts, 0)
+	if err := os.Rename(filepath.Join(e.upper, "tmp"), filepath.Join(e.upper, "renamed")); err != nil {
+		t.Fatal(err)
+	}
+	res := e.take()
+	if res.Unchanged {
+		t.Fatal("checkpoint after same-size writes says unchanged")
+	}
+	for p, want := range map[attest.Path]string{"racy": "aaaa", "restored": "bbbb", "renamed": "cccc"} {
+		if ent := e.entry(res.Seq, p); ent == nil || !bytes.Equal(ent.New.SHA256, sha([]byte(want))) {
+			t.Errorf("%s: checkpoint holds %+v, want the digest of %q", p, ent, want)
+		}
+	}
+}
+
+func TestCheckpointUnstableFile(t *testing.T) {
+	e := newCPEnv(t)
+	e.write("busy", "0000000000")
+	e.write("calm", "calm")
+	f, err := os.OpenFile(filepath.Join(e.upper, "busy"), os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; !stop.Load(); i++ {
+			f.WriteAt([]byte(fmt.Sprintf("%010d", i)), 0)
+		}
+	}()
+	time.Sleep(10 * time.Millisecond)
+	res := e.take()
+	stop.Store(true)
+	wg.Wait()
+	if res.Complete {
+		t.Fatalf("checkpoint of a file rewritten throughout is complete: %+v", res)
+	}
+	env, _ := os.ReadFile(res.File)
+	c, err := attest.VerifyCheckpoint(env, e.pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Incomplete) != 1 || c.Incomplete[0].Code != attest.Unstable || c.Incomplete[0].Path != "busy" {
+		t.Errorf("reasons %+v, want one unstable for busy", c.Incomplete)
+	}
+	if ent := e.entry(res.Seq, "calm"); ent == nil {
+		t.Error("the calm file is missing")
+	}
+	// Once the writer stopped, the next checkpoint reads it again even
+	// if the probe saw nothing new.
+	e.settle()
+	if res := e.take(); res.Unchanged || !res.Complete {
+		t.Errorf("checkpoint after the writer stopped: %+v", res)
+	}
+}
+
+// TestFinalReusesDigests: the final statement reusing checkpoint digests
+// is identical to one computed from scratch, and hashes less.
+func TestFinalReusesDigests(t *testing.T) {
+	e := newCPEnv(t)
+	for i := range 20 {
+		e.write(fmt.Sprintf("f%02d", i), fmt.Sprint("x", i))
+	}
+	e.settle()
+	e.take()
+	e.write("f03", "y3") // same size as before, after the checkpoint
+	e.write("new", "new")
+	known, head := e.cp.final()
+	if head == nil {
+		t.Fatal("no chain head")
+	}
+	reused, err := attestUpper(e.upper, e.cp.work, e.lower, e.cp.policy, false, known)
+	if err != nil {
+		t.Fatal(err)
+	}
+	scratch, err := Attest(e.upper, e.cp.work, e.lower, e.cp.policy, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r1, _ := attest.MerkleRoot(reused.Entries)
+	r2, _ := attest.MerkleRoot(scratch.Entries)
+	if !bytes.Equal(r1, r2) || len(reused.Entries) != 22 {
+		t.Errorf("reused statement differs from the one computed from scratch (%d vs %d entries)", len(reused.Entries), len(scratch.Entries))
+	}
+	if want := uint64(len("y3") + len("new")); reused.Stats.BytesHashed != want {
+		t.Errorf("final walk hashed %d bytes, want %d (only what changed after the checkpoint)", reused.Stats.BytesHashed, want)
+	}
+}

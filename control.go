@@ -1,0 +1,262 @@
+package layerseal
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sort"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/layerseal/layerseal/attest"
+)
+
+// The control channel of a running session is a unix socket in the
+// session's state dir (0700, root, and masked in the agent's mount
+// namespace like the whole state dir), itself 0600. A client writes one
+// line naming a request ("checkpoint") and reads one JSON line back. The
+// supervisor answers only peers with uid 0 (SO_PEERCRED).
+const controlSocket = "control.sock"
+
+func (d sessionDir) control() string { return filepath.Join(string(d), controlSocket) }
+
+type controlReply struct {
+	Result *CheckpointResult `json:"result,omitempty"`
+	Error  string            `json:"error,omitempty"`
+}
+
+// checkpoints runs a session's checkpoint triggers: the interval, SIGUSR1
+// to the supervisor, and the control socket. Errors of a checkpoint are
+// logged and answered, never passed to the agent.
+type checkpoints struct {
+	cp   *checkpointer
+	ln   *net.UnixListener
+	sigs chan os.Signal
+	stop chan struct{}
+	wg   sync.WaitGroup
+	log  func(format string, args ...any)
+}
+
+// startCheckpoints starts taking checkpoints of the running session. The
+// returned stop ends that and waits for a checkpoint in progress.
+func (s *session) startCheckpoints(id string) (*checkpoints, error) {
+	dir, err := makeCheckpointDir(s.out)
+	if err != nil {
+		return nil, err
+	}
+	cp := &checkpointer{
+		upper: s.dir.upper(), work: s.dir.work(), lower: s.ws, policy: s.cfg.Policy,
+		noMountID: !s.features.StatxMountID.OK(), key: s.cfg.Key, dir: dir,
+	}
+	cp.base.SessionID, cp.base.Launch, cp.base.Workspace = id, sha(s.launch), attest.Bytes(s.ws)
+	sock := s.dir.control()
+	os.Remove(sock)
+	old := unix.Umask(0o177)
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
+	unix.Umask(old)
+	if err != nil {
+		return nil, fmt.Errorf("control socket: %w", err)
+	}
+	if err := os.Chmod(sock, 0o600); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("control socket: %w", err)
+	}
+	c := &checkpoints{cp: cp, ln: ln, sigs: make(chan os.Signal, 1), stop: make(chan struct{}), log: s.log}
+	signal.Notify(c.sigs, unix.SIGUSR1)
+	c.wg.Add(2)
+	go c.serve()
+	go c.loop(s.cfg.Policy.CheckpointEvery)
+	return c, nil
+}
+
+func (c *checkpoints) take(why string) (*CheckpointResult, error) {
+	res, err := c.cp.take()
+	if err != nil {
+		c.log("checkpoint (%s) failed: %v", why, err)
+		return nil, err
+	}
+	state := "changes listed"
+	if res.Unchanged {
+		state = "unchanged"
+	}
+	if !res.Complete {
+		state += ", incomplete"
+	}
+	c.log("checkpoint %d (%s): %d change(s), %s, %s", res.Seq, why, res.Count, state, res.Took.Round(time.Millisecond))
+	return res, nil
+}
+
+func (c *checkpoints) loop(every time.Duration) {
+	defer c.wg.Done()
+	var tick <-chan time.Time
+	if every > 0 {
+		t := time.NewTicker(every)
+		defer t.Stop()
+		tick = t.C
+	}
+	for {
+		select {
+		case <-c.stop:
+			return
+		case <-tick:
+			c.take("interval")
+		case <-c.sigs:
+			c.take("SIGUSR1")
+		}
+	}
+}
+
+func (c *checkpoints) serve() {
+	defer c.wg.Done()
+	for {
+		conn, err := c.ln.AcceptUnix()
+		if err != nil {
+			return
+		}
+		c.answer(conn)
+	}
+}
+
+func (c *checkpoints) answer(conn *net.UnixConn) {
+	defer conn.Close()
+	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	var reply controlReply
+	line, err := bufio.NewReader(conn).ReadString('\n')
+	switch {
+	case !peerIsRoot(conn):
+		reply.Error = "only root may control a session"
+	case err != nil:
+		reply.Error = fmt.Sprintf("read request: %v", err)
+	case line != "checkpoint\n":
+		reply.Error = fmt.Sprintf("unknown request %q", line)
+	default:
+		reply.Result, err = c.take("request")
+		if err != nil {
+			reply.Error = err.Error()
+		}
+	}
+	b, _ := json.Marshal(reply)
+	conn.Write(append(b, '\n'))
+}
+
+func peerIsRoot(conn *net.UnixConn) bool {
+	raw, err := conn.SyscallConn()
+	if err != nil {
+		return false
+	}
+	var cred *unix.Ucred
+	var cerr error
+	if err := raw.Control(func(fd uintptr) { cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED) }); err != nil || cerr != nil {
+		return false
+	}
+	return cred.Uid == 0
+}
+
+// end stops the triggers and waits for a checkpoint in progress; it
+// returns the checkpointer for the final statement.
+func (c *checkpoints) end() *checkpointer {
+	signal.Stop(c.sigs)
+	close(c.stop)
+	c.ln.Close()
+	c.wg.Wait()
+	os.Remove(c.ln.Addr().String())
+	return c.cp
+}
+
+// ErrNotRunning is returned by RequestCheckpoint when the session of an
+// output dir is not running: it finished, was never started there, or its
+// supervisor is gone.
+var ErrNotRunning = errors.New("session is not running")
+
+// RequestCheckpoint asks the running session whose output dir is out to
+// take a checkpoint now, and waits for it.
+func RequestCheckpoint(out, stateDir string) (*CheckpointResult, error) {
+	if stateDir == "" {
+		stateDir = DefaultStateDir
+	}
+	abs := evalOrSelf(absOrSelf(out))
+	dir, _, err := findSession(stateDir, abs)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrNotRunning, err)
+	}
+	conn, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: dir.control(), Net: "unix"})
+	if err != nil {
+		return nil, fmt.Errorf("%w: output dir %q: no supervisor answers (%v)", ErrNotRunning, out, errors.Unwrap(err))
+	}
+	defer conn.Close()
+	if _, err := conn.Write([]byte("checkpoint\n")); err != nil {
+		return nil, fmt.Errorf("checkpoint request: %w", err)
+	}
+	line, err := bufio.NewReader(conn).ReadBytes('\n')
+	if err != nil {
+		return nil, fmt.Errorf("%w: the supervisor closed the control socket without answering (the session ended?)", ErrNotRunning)
+	}
+	var reply controlReply
+	if err := json.Unmarshal(line, &reply); err != nil {
+		return nil, fmt.Errorf("checkpoint reply: %w", err)
+	}
+	if reply.Error != "" {
+		return nil, fmt.Errorf("checkpoint: %s", reply.Error)
+	}
+	if reply.Result == nil {
+		return nil, errors.New("checkpoint reply without a result")
+	}
+	return reply.Result, nil
+}
+
+// SessionInfo is one session found in a state dir.
+type SessionInfo struct {
+	ID        string `json:"id"`
+	Workspace string `json:"workspace"`
+	Out       string `json:"out"`
+	// State is "running" (its supervisor answers on the control
+	// socket), "attested" (a statement was signed and the change set is
+	// kept: parts were not examined, or the apply did not finish), or
+	// "interrupted" (no statement: the supervisor ended before signing
+	// one).
+	State       string `json:"state"`
+	Checkpoints int    `json:"checkpoints"`
+}
+
+// Sessions lists the sessions with state in stateDir, by id. A session
+// whose change set was applied and dropped leaves nothing there.
+func Sessions(stateDir string) ([]SessionInfo, error) {
+	if stateDir == "" {
+		stateDir = DefaultStateDir
+	}
+	recs, err := filepath.Glob(filepath.Join(stateDir, "sessions", "*", "session.json"))
+	if err != nil {
+		return nil, err
+	}
+	var out []SessionInfo
+	for _, p := range recs {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return nil, err
+		}
+		var r sessionRecord
+		if err := json.Unmarshal(b, &r); err != nil {
+			return nil, fmt.Errorf("session record %q: %w", p, err)
+		}
+		d := sessionDir(filepath.Dir(p))
+		info := SessionInfo{ID: r.ID, Workspace: r.Workspace, Out: r.Out, State: "interrupted"}
+		cps, _ := filepath.Glob(filepath.Join(r.Out, CheckpointDir, "[0-9]*.json"))
+		info.Checkpoints = len(cps)
+		if conn, err := net.DialTimeout("unix", d.control(), time.Second); err == nil {
+			conn.Close()
+			info.State = "running"
+		} else if _, err := os.Stat(filepath.Join(string(d), StatementFile)); err == nil {
+			info.State = "attested"
+		}
+		out = append(out, info)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out, nil
+}
