@@ -282,14 +282,18 @@ func (m Mount) mountOnce(opts []string) error {
 		}
 		return nil
 	}
-	if err := set("lowerdir", escape(m.Lower, ":"), false); err != nil {
-		return err
-	}
-	if err := set("upperdir", escape(m.Upper, ""), false); err != nil {
-		return err
-	}
-	if err := set("workdir", escape(m.Work, ""), false); err != nil {
-		return err
+	for _, l := range []struct{ key, value string }{
+		{"lowerdir", escape(m.Lower, ":")}, {"upperdir", escape(m.Upper, "")}, {"workdir", escape(m.Work, "")},
+	} {
+		if err := set(l.key, l.value, false); err != nil {
+			if errors.Is(err, unix.EINVAL) && strings.Contains(l.value, ",") {
+				// Before Linux 6.5 overlay takes fsconfig options through
+				// the legacy text buffer, which refuses commas in values;
+				// mount(2) data can escape them.
+				return m.mountLegacy(opts)
+			}
+			return err
+		}
 	}
 	for _, o := range opts {
 		k, v, hasValue := strings.Cut(o, "=")

@@ -184,8 +184,10 @@ type Extracted struct {
 }
 
 // guestModules are the modules the guest needs: overlay, and a virtio disk
-// with ext4 for /tmp (tmpfs has user xattrs only since Linux 6.6).
-var guestModules = []string{"overlay", "virtio_pci", "virtio_blk", "ext4"}
+// with ext4 for /tmp (tmpfs has user xattrs only since Linux 6.6); ext4
+// also wants the crc32c driver. A module the package lacks is taken to be
+// built in, except overlay.
+var guestModules = []string{"overlay", "virtio_pci", "virtio_blk", "crc32c_generic", "ext4"}
 
 // extract unpacks the kernel image and the modules it needs from deb into
 // dir (once; the result is reused).

@@ -82,7 +82,11 @@ for m in $(cat /kt/modules); do
 done
 i=0
 while [ ! -b /dev/vda ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
-mount -t ext4 /dev/vda /tmp || echo "@@kt scratch disk failed"
+if ! mount -t ext4 /dev/vda /tmp; then
+	echo "@@kt scratch disk failed"
+	ls /sys/block
+	dmesg | tail -n 20
+fi
 chmod 1777 /tmp
 for arg in $(cat /proc/cmdline); do
 	case "$arg" in

@@ -222,6 +222,7 @@ func runHost(cfg config, binDir string) *Column {
 	cmd.Stdout, cmd.Stderr = &log, &log
 	cmd.Env = os.Environ()
 	err := cmd.Run()
+	saveLog(cfg, "host", log.Bytes())
 	col := parseLog("host", &log)
 	var ee *exec.ExitError
 	if err != nil && !errors.As(err, &ee) {
@@ -253,7 +254,9 @@ func bootGuest(cfg config, name string, x Extracted, initrd string, opt guestOpt
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.timeout)
 	defer cancel()
-	appendLine := "console=ttyS0 panic=-1 oops=panic loglevel=3 quiet " + opt.cmdline()
+	// "quiet" would raise the console log level again: only emergencies
+	// (panics) and alerts reach the console.
+	appendLine := "console=ttyS0 panic=-1 oops=panic loglevel=2 " + opt.cmdline()
 	cmd := exec.CommandContext(ctx, "qemu-system-x86_64",
 		"-accel", "tcg", "-cpu", "max", "-m", cfg.memory, "-smp", "1",
 		"-nographic", "-no-reboot", "-nic", "none",
@@ -266,6 +269,7 @@ func bootGuest(cfg config, name string, x Extracted, initrd string, opt guestOpt
 	}
 	cmd.Stdout, cmd.Stderr = out, out
 	err = cmd.Run()
+	saveLog(cfg, name, log.Bytes())
 	col := parseLog(name, bytes.NewReader(log.Bytes()))
 	if ctx.Err() != nil {
 		col.Problems = append(col.Problems, fmt.Sprintf("timed out after %s", cfg.timeout))
@@ -280,6 +284,18 @@ func bootGuest(cfg config, name string, x Extracted, initrd string, opt guestOpt
 	}
 	logf("kernel %s: done in %s", name, time.Since(start).Round(time.Second))
 	return col
+}
+
+// saveLog keeps a column's whole log in cache/logs/NAME.log.
+func saveLog(cfg config, name string, b []byte) {
+	dir := filepath.Join(cfg.cache, "logs")
+	err := os.MkdirAll(dir, 0o755)
+	if err == nil {
+		err = os.WriteFile(filepath.Join(dir, name+".log"), b, 0o644)
+	}
+	if err != nil {
+		logf("%s: keep log: %v", name, err)
+	}
 }
 
 func lastLines(s string, n int) []string {
@@ -357,6 +373,8 @@ func selfCheckRun(cfg config) int {
 			return "the suite with the injected failure passed"
 		case !c.Failed():
 			return "the column is not failed"
+		case !slices.ContainsFunc(c.Tail, func(l string) bool { return strings.Contains(l, "failure injected") }):
+			return "the suite failed, but not with the injected failure"
 		}
 		return ""
 	})

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"regexp"
 	"strconv"
 	"strings"
 
@@ -43,6 +44,9 @@ func (c *Column) Failed() bool {
 	return false
 }
 
+// kernelMessage matches a kernel log line on a console.
+var kernelMessage = regexp.MustCompile(`^\[ *[0-9]+\.[0-9]+\] `)
+
 // tailLines is how much of a failed guest's log is kept.
 const tailLines = 40
 
@@ -66,7 +70,7 @@ func parseLog(name string, r io.Reader) *Column {
 		}
 		i := strings.Index(line, "@@kt ")
 		if i < 0 {
-			if probeMode != "" {
+			if probeMode != "" && !kernelMessage.MatchString(line) {
 				probeJSON.WriteString(line + "\n")
 			}
 			continue
