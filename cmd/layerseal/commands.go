@@ -58,6 +58,7 @@ func runCommand() *cli.Command {
 			&cli.Int64Flag{Name: "max-entries", Usage: "entry budget of the final walk"},
 			&cli.Int64Flag{Name: "max-dir-entries", Usage: "largest directory examined"},
 			&cli.DurationFlag{Name: "time-budget", Usage: "time budget of the final walk"},
+			&cli.DurationFlag{Name: "checkpoint-every", Usage: "take a signed checkpoint at this interval, e.g. 30s (also on SIGUSR1 and `layerseal checkpoint OUT`)"},
 			&cli.StringFlag{Name: "config", Usage: "policy `FILE` (default: layerseal.yaml in the workspace root, if any)"},
 			&cli.StringSliceFlag{Name: "allow", Usage: "allow changes to protected paths matching `GLOB` (repeatable)"},
 			&cli.BoolFlag{Name: "stage", Usage: "keep the change set staged for review instead of applying it"},
@@ -169,6 +170,11 @@ func runConfig(cmd *cli.Command) (layerseal.RunConfig, error) {
 	}
 	if policy, err = runPolicy(cmd, policy); err != nil {
 		return cfg, err
+	}
+	if every := cmd.Duration("checkpoint-every"); every < 0 {
+		return cfg, usageErr("run: --checkpoint-every must not be negative")
+	} else if every > 0 {
+		policy.CheckpointEvery = every
 	}
 	if err := layerseal.RequireRoot(); err != nil {
 		return cfg, exitWith(exitSetup, err)

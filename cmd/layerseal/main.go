@@ -70,6 +70,8 @@ func runCLI(ctx context.Context, args []string) int {
 			diffCommand(),
 			discardCommand(),
 			recoverCommand(),
+			checkpointCommand(),
+			sessionsCommand(),
 			probeCommand(),
 		},
 		ExitErrHandler: func(context.Context, *cli.Command, error) {},

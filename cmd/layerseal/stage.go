@@ -138,15 +138,19 @@ func recoverCommand() *cli.Command {
 func diffCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "diff",
-		Usage:     "show the change set a session would apply: `diff OUT` for a staged session",
-		ArgsUsage: "OUT",
+		Usage:     "show the change set a session would apply: `diff OUT` for a staged session; `diff A B` between two checkpoints (or a checkpoint and the statement) of one session",
+		ArgsUsage: "OUT | A B",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "state-dir", Value: layerseal.DefaultStateDir},
 			&cli.BoolFlag{Name: "json", Usage: "print JSON"},
+			&cli.StringFlag{Name: "key", Usage: "with A B: verify both with this public key"},
 		},
 		Action: func(_ context.Context, cmd *cli.Command) error {
+			if cmd.NArg() == 2 {
+				return diffArtifacts(cmd)
+			}
 			if cmd.NArg() != 1 {
-				return usageErr("usage: layerseal diff [--json] OUT")
+				return usageErr("usage: layerseal diff [--json] OUT, or layerseal diff [--json] [--key KEY.pub] A B")
 			}
 			st, err := layerseal.Staged(cmd.Args().First(), cmd.String("state-dir"))
 			if err != nil {

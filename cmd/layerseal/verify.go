@@ -2,25 +2,27 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 
 	"github.com/go-json-experiment/json"
 	"github.com/urfave/cli/v3"
 
+	"github.com/layerseal/layerseal"
 	"github.com/layerseal/layerseal/attest"
 )
 
 func verifyCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "verify",
-		Usage:     "verify a statement offline: exit 0 complete, 2 incomplete, 1 not verified or malformed",
-		ArgsUsage: "STATEMENT",
+		Usage:     "verify a statement or a checkpoint offline: exit 0 complete, 2 incomplete, 1 not verified or malformed",
+		ArgsUsage: "STATEMENT|CHECKPOINT",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "key", Usage: "public key (KEY.pub from keygen)"},
 			&cli.StringFlag{Name: "launch", Usage: "the run's launch.json: also check the statement is bound to it"},
+			&cli.StringFlag{Name: "checkpoints", Usage: "the run's checkpoints `DIR` (default: checkpoints/ beside the statement, when it exists)"},
 			&cli.BoolFlag{Name: "json", Usage: "print the result as JSON"},
 		},
 		Action: func(_ context.Context, cmd *cli.Command) error {
@@ -41,22 +43,32 @@ func verifyCommand() *cli.Command {
 					return exitWith(exitFailed, err)
 				}
 			}
+			if cp, err := attest.ReadCheckpoint(env); err == nil {
+				return verifyCheckpointFile(cmd, pub, cmd.Args().First(), cp, launch)
+			}
 			st, err := attest.VerifyStatement(env, pub, launch)
+			chain := ""
+			if err == nil {
+				dir := cmd.String("checkpoints")
+				if beside := filepath.Join(filepath.Dir(cmd.Args().First()), layerseal.CheckpointDir); dir == "" && isDir(beside) {
+					dir = beside
+				}
+				chain, err = verifyStatementChain(st, pub, dir, launch)
+			}
 			if err != nil {
 				if cmd.Bool("json") {
-					class := "not-verified"
-					if errors.Is(err, attest.ErrMalformed) {
-						class = "malformed"
-					}
-					printJSON(map[string]any{"verified": false, "error": class, "detail": err.Error()})
+					printJSON(map[string]any{"verified": false, "error": verifyClass(err), "detail": err.Error()})
 				}
 				return exitWith(exitFailed, fmt.Errorf("%s: %w", cmd.Args().First(), err))
 			}
 			if cmd.Bool("json") {
-				printJSON(map[string]any{"verified": true, "complete": st.Complete, "session_id": st.SessionID,
+				printJSON(map[string]any{"verified": true, "complete": st.Complete, "checkpoints": chain, "session_id": st.SessionID,
 					"count": st.Count, "incomplete": reasonsJSON(st.Incomplete), "launch_checked": launch != nil})
 			} else {
 				fmt.Printf("verified: %s, %d change(s), session %s\n", completeness(st), len(st.Entries), st.SessionID)
+				if chain != "" {
+					fmt.Println(chain)
+				}
 				for _, r := range st.Incomplete {
 					fmt.Printf("incomplete: %s\n", reasonText(r))
 				}
