@@ -66,13 +66,13 @@ type Index struct {
 
 // record is one entry; off and n locate its path in the arena.
 type record struct {
-	off, n   uint32
-	mode     uint32 // st_mode: type and permission bits
-	_        uint32
-	ino      uint64
-	size     uint64
-	mtime    int64 // ns since the epoch
-	ctime    int64
+	off, n uint32
+	mode   uint32 // st_mode: type and permission bits
+	_      uint32
+	ino    uint64
+	size   uint64
+	mtime  int64 // ns since the epoch
+	ctime  int64
 }
 
 // Stat is one entry of an Index.
