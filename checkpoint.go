@@ -10,6 +10,8 @@ import (
 	"time"
 	"unsafe"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/layerseal/layerseal/attest"
 	"github.com/layerseal/layerseal/internal/linux"
 	"github.com/layerseal/layerseal/overlay"
@@ -89,7 +91,7 @@ func (c *checkpointer) take() (*CheckpointResult, error) {
 		return nil, err
 	}
 	file := filepath.Join(c.dir, CheckpointFile(cp.Seq))
-	if err := writeFileAtomic(file, env, 0o644); err != nil {
+	if err := writeCheckpointFile(file, env); err != nil {
 		// The log moved on in memory; a later checkpoint cannot be
 		// written without this one, so stop taking them.
 		return nil, fmt.Errorf("checkpoint %d: %w", cp.Seq, err)
@@ -154,7 +156,33 @@ func (c *checkpointer) readOptions() (overlay.ReadOptions, error) {
 func (c *checkpointer) final() (func(attest.Path, linux.Stat) []byte, []byte) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.lastEnv != nil {
+		syncFS(c.dir)
+	}
 	return c.digests.lookup, c.lastEnv
+}
+
+// writeCheckpointFile writes a checkpoint by rename, without waiting for
+// the disk: checkpoints are frequent, and the final statement, which
+// binds the last of them, syncs their filesystem first (syncFS).
+func writeCheckpointFile(path string, env []byte) error {
+	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".tmp")
+	if err := os.WriteFile(tmp, env, 0o644); err != nil {
+		return fmt.Errorf("write %q: %w", path, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("write %q: %w", path, err)
+	}
+	return nil
+}
+
+// syncFS flushes the filesystem holding dir.
+func syncFS(dir string) {
+	if fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err == nil {
+		unix.Syncfs(fd)
+		unix.Close(fd)
+	}
 }
 
 // rereadNeeded reports whether a walk left parts unread that a later walk
