@@ -348,7 +348,11 @@ func (m Mount) mountLegacy(opts []string) error {
 // Verify checks that the topmost mount on m.Target in /proc/self/mountinfo
 // is this overlay with exactly the options used (see Match).
 func (m Mount) Verify(used []string) error {
-	infos, err := mountinfo.GetMounts(mountinfo.SingleEntryFilter(m.Target))
+	// Every entry on the target, not just the first: a workspace that is
+	// itself a mount point has the overlay stacked over its own mount.
+	infos, err := mountinfo.GetMounts(func(in *mountinfo.Info) (skip, stop bool) {
+		return in.Mountpoint != m.Target, false
+	})
 	if err != nil {
 		return fmt.Errorf("read mount table: %w", err)
 	}
