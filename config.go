@@ -24,8 +24,8 @@ func LoadConfig(workspace, file string) (*policy.Config, error) {
 		file = filepath.Join(workspace, policy.FileName)
 	}
 	f, err := os.OpenFile(file, os.O_RDONLY|noFollowIf(inWorkspace), 0)
-	if inWorkspace && errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
+	if inWorkspace && (errors.Is(err, fs.ErrNotExist) || errors.Is(err, unix.ENOTDIR)) {
+		return nil, nil // no config; a missing workspace is reported by Run
 	}
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
