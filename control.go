@@ -56,24 +56,63 @@ func (s *session) startCheckpoints(id string) (*checkpoints, error) {
 		noMountID: !s.features.StatxMountID.OK(), key: s.cfg.Key, dir: dir,
 	}
 	cp.base.SessionID, cp.base.Launch, cp.base.Workspace = id, sha(s.launch), attest.Bytes(s.ws)
-	sock := s.dir.control()
-	os.Remove(sock)
-	old := unix.Umask(0o177)
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
-	unix.Umask(old)
-	if err != nil {
-		return nil, fmt.Errorf("control socket: %w", err)
+	c := &checkpoints{cp: cp, sigs: make(chan os.Signal, 1), stop: make(chan struct{}), log: s.log}
+	if c.ln, err = listenControl(s.dir); err != nil {
+		// The interval and SIGUSR1 still work; the session runs.
+		s.log("checkpoint requests disabled: %v", err)
 	}
-	if err := os.Chmod(sock, 0o600); err != nil {
-		ln.Close()
-		return nil, fmt.Errorf("control socket: %w", err)
-	}
-	c := &checkpoints{cp: cp, ln: ln, sigs: make(chan os.Signal, 1), stop: make(chan struct{}), log: s.log}
 	signal.Notify(c.sigs, unix.SIGUSR1)
-	c.wg.Add(2)
-	go c.serve()
+	c.wg.Add(1)
 	go c.loop(s.cfg.Policy.CheckpointEvery)
+	if c.ln != nil {
+		c.wg.Add(1)
+		go c.serve()
+	}
 	return c, nil
+}
+
+// socketPath calls fn with a path naming d's control socket that fits a
+// socket address (108 bytes) however long d is: through /proc/self/fd and
+// a descriptor of d.
+func socketPath(d sessionDir, fn func(string) error) error {
+	fd, err := unix.Open(string(d), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("session dir: %w", err)
+	}
+	defer unix.Close(fd)
+	return fn(fmt.Sprintf("/proc/self/fd/%d/%s", fd, controlSocket))
+}
+
+func listenControl(d sessionDir) (*net.UnixListener, error) {
+	var ln *net.UnixListener
+	err := socketPath(d, func(p string) error {
+		os.Remove(p)
+		old := unix.Umask(0o177)
+		l, err := net.ListenUnix("unix", &net.UnixAddr{Name: p, Net: "unix"})
+		unix.Umask(old)
+		if err != nil {
+			return err
+		}
+		l.SetUnlinkOnClose(false)
+		ln = l
+		return os.Chmod(d.control(), 0o600)
+	})
+	if err != nil {
+		if ln != nil {
+			ln.Close()
+		}
+		return nil, fmt.Errorf("control socket: %w", err)
+	}
+	return ln, nil
+}
+
+func dialControl(d sessionDir) (*net.UnixConn, error) {
+	var conn *net.UnixConn
+	err := socketPath(d, func(p string) (err error) {
+		conn, err = net.DialUnix("unix", nil, &net.UnixAddr{Name: p, Net: "unix"})
+		return err
+	})
+	return conn, err
 }
 
 func (c *checkpoints) take(why string) (*CheckpointResult, error) {
@@ -164,9 +203,11 @@ func peerIsRoot(conn *net.UnixConn) bool {
 func (c *checkpoints) end() *checkpointer {
 	signal.Stop(c.sigs)
 	close(c.stop)
-	c.ln.Close()
+	if c.ln != nil {
+		c.ln.Close()
+	}
 	c.wg.Wait()
-	os.Remove(c.ln.Addr().String())
+	os.Remove(filepath.Join(filepath.Dir(c.cp.upper), controlSocket))
 	return c.cp
 }
 
@@ -186,7 +227,7 @@ func RequestCheckpoint(out, stateDir string) (*CheckpointResult, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrNotRunning, err)
 	}
-	conn, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: dir.control(), Net: "unix"})
+	conn, err := dialControl(dir)
 	if err != nil {
 		return nil, fmt.Errorf("%w: output dir %q: no supervisor answers (%v)", ErrNotRunning, out, errors.Unwrap(err))
 	}
@@ -249,7 +290,7 @@ func Sessions(stateDir string) ([]SessionInfo, error) {
 		info := SessionInfo{ID: r.ID, Workspace: r.Workspace, Out: r.Out, State: "interrupted"}
 		cps, _ := filepath.Glob(filepath.Join(r.Out, CheckpointDir, "[0-9]*.json"))
 		info.Checkpoints = len(cps)
-		if conn, err := net.DialTimeout("unix", d.control(), time.Second); err == nil {
+		if conn, err := dialControl(d); err == nil {
 			conn.Close()
 			info.State = "running"
 		} else if _, err := os.Stat(filepath.Join(string(d), StatementFile)); err == nil {
