@@ -2,11 +2,13 @@ package overlay
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -14,7 +16,190 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/layerseal/layerseal/internal/privtest"
+	"github.com/layerseal/layerseal/probe"
 )
+
+// detected is what the probe finds on the running kernel, tried once per
+// test binary; tests derive from it what the kernel must give them.
+var detected = sync.OnceValues(probe.Detect)
+
+// kernelFeatures returns the probe's findings. Call it on the test's own
+// goroutine: it fails t when the probe cannot run.
+func kernelFeatures(t testing.TB) probe.Features {
+	t.Helper()
+	f, err := detected()
+	if err != nil {
+		t.Fatalf("probe: %v", err)
+	}
+	return f
+}
+
+// TestMain narrows pinnedOpts to the pinned options the running kernel
+// takes, as Perform would, when privileged tests are on.
+func TestMain(m *testing.M) {
+	if privtest.Enabled() && os.Geteuid() == 0 {
+		f, err := detected()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "probe: %v\n", err)
+			os.Exit(1)
+		}
+		pinnedOpts = strings.Join(takenPinned(f), ",")
+	}
+	os.Exit(m.Run())
+}
+
+// takenPinned returns the pinned options the probe found the kernel takes,
+// in Pinned order, or all of them when the probe could not try one.
+func takenPinned(f probe.Features) []string {
+	var taken []string
+	for _, o := range Pinned {
+		switch f.Option(o).Status {
+		case probe.Yes:
+			taken = append(taken, o)
+		case probe.Unknown:
+			return slices.Clone(Pinned)
+		}
+	}
+	return taken
+}
+
+// mountIDLines is the summary line of the reason every Read on this
+// kernel carries when the probe found no statx mount IDs, or nothing.
+func mountIDLines(t testing.TB) []string {
+	t.Helper()
+	switch fd := kernelFeatures(t).StatxMountID; fd.Status {
+	case probe.Yes:
+		return nil
+	case probe.No:
+		return lines("!no-mount-id ")
+	default:
+		t.Fatalf("probe could not decide statx mount IDs: %+v", fd)
+		return nil
+	}
+}
+
+// checkMounted checks what Perform mounted against the probe's trial
+// mounts: every pinned option the kernel takes is used, in Pinned order;
+// every one it refuses is missing, and only nfs_export, xino and uuid may
+// be; the pinned set was taken whole exactly when nothing is missing.
+func checkMounted(f probe.Features, got Mounted) error {
+	var problems []string
+	bad := func(format string, a ...any) { problems = append(problems, fmt.Sprintf(format, a...)) }
+	for _, o := range Pinned {
+		fd := f.Option(o)
+		used, missing := slices.Contains(got.Options, o), slices.Contains(got.Missing, o)
+		key, _, _ := strings.Cut(o, "=")
+		switch {
+		case fd.Status == probe.Unknown:
+			bad("probe could not decide %q: %+v", o, fd)
+		case used == missing:
+			bad("%q used %v and missing %v", o, used, missing)
+		case fd.OK() != used:
+			bad("%q used %v, but the probe's trial mount says %+v", o, used, fd)
+		case missing && required[key]:
+			bad("required option %q missing", o)
+		}
+	}
+	for _, o := range got.Missing {
+		if !slices.Contains(Pinned, o) {
+			bad("missing %q is not a pinned option", o)
+		}
+	}
+	want := slices.DeleteFunc(slices.Clone(Pinned), func(o string) bool { return slices.Contains(got.Missing, o) })
+	if !slices.Equal(got.Options, want) {
+		bad("options %q, want %q", got.Options, want)
+	}
+	if f.OverlayPinned.OK() != (len(got.Missing) == 0) {
+		bad("missing %q, but the probe's mount with every pinned option says %+v", got.Missing, f.OverlayPinned)
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("mounted %+v: %s", got, strings.Join(problems, "; "))
+	}
+	return nil
+}
+
+// TestCheckMounted shows that checkMounted, which the privileged tests
+// trust, can fail: for each probe finding, the one right result passes and
+// the near misses do not.
+func TestCheckMounted(t *testing.T) {
+	features := func(refused ...string) probe.Features {
+		yes := probe.Finding{Status: probe.Yes, Detail: "trial mount"}
+		no := probe.Finding{Status: probe.No, Detail: "EINVAL"}
+		f := probe.Features{Overlay: yes, OverlayPinned: yes}
+		for _, o := range Pinned {
+			fd := yes
+			if slices.Contains(refused, o) {
+				fd, f.OverlayPinned = no, no
+			}
+			f.OverlayOptions = append(f.OverlayOptions, probe.OptionFinding{Option: o, Finding: fd})
+		}
+		return f
+	}
+	without := func(drop ...string) []string {
+		return slices.DeleteFunc(slices.Clone(Pinned), func(o string) bool { return slices.Contains(drop, o) })
+	}
+	all, noUUID := features(), features("uuid=null")
+	unknown := features()
+	unknown.OverlayOptions[5].Finding = probe.Finding{Status: probe.Unknown, Detail: "needs root"}
+	pinnedNo := features()
+	pinnedNo.OverlayPinned = probe.Finding{Status: probe.No, Detail: "EINVAL"}
+	for _, c := range []struct {
+		name string
+		f    probe.Features
+		got  Mounted
+		ok   bool
+	}{
+		{"everything taken", all, Mounted{Options: Pinned}, true},
+		{"uuid refused and dropped", noUUID, Mounted{Options: without("uuid=null"), Missing: []string{"uuid=null"}}, true},
+		{"uuid refused but used", noUUID, Mounted{Options: Pinned}, false},
+		{"uuid taken but dropped", all, Mounted{Options: without("uuid=null"), Missing: []string{"uuid=null"}}, false},
+		{"option lost without a word", all, Mounted{Options: without("xino=off")}, false},
+		{"reordered", all, Mounted{Options: append(without("index=off"), "index=off")}, false},
+		{"required option dropped", features("index=off"), Mounted{Options: without("index=off"), Missing: []string{"index=off"}}, false},
+		{"stranger missing", all, Mounted{Options: Pinned, Missing: []string{"volatile"}}, false},
+		{"probe undecided", unknown, Mounted{Options: Pinned}, false},
+		{"pinned set refused with every option taken", pinnedNo, Mounted{Options: Pinned}, false},
+	} {
+		if err := checkMounted(c.f, c.got); (err == nil) != c.ok {
+			t.Errorf("%s: checkMounted = %v, want ok %v", c.name, err, c.ok)
+		}
+	}
+}
+
+func TestTakenPinned(t *testing.T) {
+	f := probe.Features{}
+	for _, o := range Pinned {
+		fd := probe.Finding{Status: probe.Yes, Detail: "trial mount"}
+		if o == "uuid=null" || o == "xino=off" {
+			fd = probe.Finding{Status: probe.No, Detail: "EINVAL"}
+		}
+		f.OverlayOptions = append(f.OverlayOptions, probe.OptionFinding{Option: o, Finding: fd})
+	}
+	want := []string{"redirect_dir=nofollow", "metacopy=off", "index=off", "nfs_export=off"}
+	if got := takenPinned(f); !slices.Equal(got, want) {
+		t.Errorf("takenPinned = %q, want %q", got, want)
+	}
+	f.OverlayOptions[0].Finding = probe.Finding{Status: probe.Unknown, Detail: "needs root"}
+	if got := takenPinned(f); !slices.Equal(got, Pinned) {
+		t.Errorf("takenPinned with an untried option = %q, want all of %q", got, Pinned)
+	}
+}
+
+// performPinned mounts upper over lower on target as layerseal does
+// (NewMount and Perform, which drop the droppable options the kernel
+// refuses) and checks the result against f (see checkMounted). It reports
+// by error, so it can run inside inMountNS.
+func performPinned(f probe.Features, lower, upper, work, target string) (Mounted, error) {
+	got, err := NewMount(lower, upper, work, target, false).Perform()
+	if err != nil {
+		return Mounted{}, fmt.Errorf("mount overlay: %w", err)
+	}
+	if err := checkMounted(f, got); err != nil {
+		unix.Unmount(target, unix.MNT_DETACH)
+		return Mounted{}, err
+	}
+	return got, nil
+}
 
 func TestNewMountPinsOptions(t *testing.T) {
 	m := NewMount("/w", "/s/upper", "/s/work", "/w", false)
@@ -205,14 +390,15 @@ func TestPerformPrivileged(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(lower, "old"), []byte("old"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	f := kernelFeatures(t)
 	inMountNS(t, func() error {
 		m := NewMount(lower, upper, work, lower, false)
 		got, err := m.Perform()
 		if err != nil {
 			return err
 		}
-		if !slices.Equal(got.Options, Pinned) || len(got.Missing) != 0 {
-			t.Errorf("mounted %+v, want all of %q", got, Pinned)
+		if err := checkMounted(f, got); err != nil {
+			t.Error(err)
 		}
 		if err := os.WriteFile(filepath.Join(lower, "new"), []byte("new"), 0o644); err != nil {
 			return err

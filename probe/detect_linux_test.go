@@ -3,6 +3,7 @@
 package probe
 
 import (
+	"errors"
 	"os"
 	"slices"
 	"strconv"
@@ -83,29 +84,96 @@ func checkNoLeftovers(t *testing.T, dir string) {
 	}
 }
 
-// TestDetectPrivileged checks that this kernel (Linux 6.8 or later, with
-// overlay) is found to offer everything layerseal uses.
+// everyKernel are the overlay options every kernel layerseal supports
+// (Linux 5.10 and later) takes; uuid=null (Linux 6.6) is not among them.
+var everyKernel = []string{"redirect_dir=nofollow", "metacopy=off", "index=off", "nfs_export=off", "xino=off"}
+
+// statxTrial says whether statx itself works here: a kernel before 4.11
+// (or a seccomp filter, as in the kernel tests) refuses it with ENOSYS.
+// It is tried here, apart from the probe, with another path and mask.
+func statxTrial(t *testing.T) bool {
+	t.Helper()
+	var st unix.Statx_t
+	err := unix.Statx(unix.AT_FDCWD, t.TempDir(), unix.AT_SYMLINK_NOFOLLOW, unix.STATX_BASIC_STATS, &st)
+	if errors.Is(err, unix.ENOSYS) {
+		return false
+	}
+	if err != nil {
+		t.Fatalf("statx: %v", err)
+	}
+	return true
+}
+
+// checkDecided fails t for each item of f that the probe, run as root,
+// left undecided, and for findings that contradict one another: the
+// pinned set is taken exactly when each pinned option is; unique mount IDs
+// come only with mount IDs; every item besides overlay needs overlay.
+func checkDecided(t *testing.T, f Features) {
+	t.Helper()
+	for item, fd := range items(f) {
+		if fd.Status != Yes && fd.Status != No || fd.Detail == "" {
+			t.Errorf("%s = %+v, want a decided yes or no with a detail", item, fd)
+		}
+	}
+	every := true
+	for _, o := range PinnedOverlayOptions {
+		every = every && f.Option(o).OK()
+	}
+	if f.OverlayPinned.OK() != every {
+		t.Errorf("pinned set %+v, but each option alone: %+v", f.OverlayPinned, f.OverlayOptions)
+	}
+	if f.StatxMountIDUnique.OK() && !f.StatxMountID.OK() {
+		t.Errorf("unique mount IDs %+v without mount IDs %+v", f.StatxMountIDUnique, f.StatxMountID)
+	}
+	if !f.Overlay.OK() && (f.UserXattr.OK() || f.OverlayPinned.OK()) {
+		t.Errorf("overlay %+v, yet userxattr %+v and pinned set %+v", f.Overlay, f.UserXattr, f.OverlayPinned)
+	}
+}
+
+// TestDetectPrivileged checks that the probe finds on this kernel what
+// every supported kernel (Linux 5.10 or later, with overlay) offers, and
+// decides the rest by trial, consistently: statx mount IDs (unless statx
+// itself is refused), openat2, overlay and the pinned options but uuid=null
+// are yes; unique mount IDs, uuid=null, the pinned set and userxattr are a
+// consistent yes or no.
 func TestDetectPrivileged(t *testing.T) {
 	privtest.Require(t)
 	t.Setenv(SimulateEnv, "")
+	hasStatx := statxTrial(t)
 	dir := scratch(t)
 	f, err := Detect()
 	if err != nil {
 		t.Fatal(err)
 	}
 	checkNoLeftovers(t, dir)
-	for item, fd := range items(f) {
+	checkDecided(t, f)
+	if hasStatx {
+		if !f.StatxMountID.OK() {
+			t.Errorf("statx_mnt_id = %+v, want yes", f.StatxMountID)
+		}
+	} else {
+		noStatx := Finding{Status: No, Detail: "statx: ENOSYS"}
+		if f.StatxMountID != noStatx || f.StatxMountIDUnique != noStatx {
+			t.Errorf("statx refused, yet statx_mnt_id %+v, statx_mnt_id_unique %+v; want %+v", f.StatxMountID, f.StatxMountIDUnique, noStatx)
+		}
+	}
+	for item, fd := range map[string]Finding{"openat2": f.Openat2, "overlay": f.Overlay} {
 		if !fd.OK() {
 			t.Errorf("%s = %+v, want yes", item, fd)
 		}
 	}
-	for _, o := range PinnedOverlayOptions {
+	if f.Overlay.Detail != "trial mount" {
+		t.Errorf("overlay found by %q, want a trial mount", f.Overlay.Detail)
+	}
+	for _, o := range everyKernel {
 		if fd := f.Option(o); fd != (Finding{Status: Yes, Detail: "trial mount"}) {
 			t.Errorf("option %s = %+v, want yes by trial mount", o, fd)
 		}
 	}
-	if f.Overlay.Detail != "trial mount" {
-		t.Errorf("overlay found by %q, want a trial mount", f.Overlay.Detail)
+	for _, o := range f.OverlayOptions {
+		if !o.OK() && o.Detail != "EINVAL" {
+			t.Errorf("option %s refused with %q, want EINVAL", o.Option, o.Detail)
+		}
 	}
 	if _, ok := f.OverlayParams["redirect_dir"]; !ok || f.OverlayParamsNote != "" {
 		t.Errorf("overlay params %q (note %q): want redirect_dir among them", f.OverlayParams, f.OverlayParamsNote)
@@ -115,8 +183,15 @@ func TestDetectPrivileged(t *testing.T) {
 	}
 }
 
+// TestDetectSimulatedPrivileged checks that simulations remove exactly
+// what they name from the kernel's own findings and leave the rest as found.
 func TestDetectSimulatedPrivileged(t *testing.T) {
 	privtest.Require(t)
+	t.Setenv(SimulateEnv, "")
+	real, err := Detect()
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Setenv(SimulateEnv, "no-statx-mnt-id, no-option:uuid=null")
 	dir := scratch(t)
 	f, err := Detect()
@@ -128,15 +203,19 @@ func TestDetectSimulatedPrivileged(t *testing.T) {
 		t.Errorf("Simulated = %q, want %q", f.Simulated, want)
 	}
 	absent := []string{"statx_mnt_id", "statx_mnt_id_unique", "option uuid=null", "overlay_pinned"}
+	found := items(real)
 	for item, fd := range items(f) {
 		switch {
 		case slices.Contains(absent, item):
 			if fd.Status != No || !strings.HasPrefix(fd.Detail, "simulated: ") {
 				t.Errorf("%s = %+v, want no (simulated)", item, fd)
 			}
-		case !fd.OK():
-			t.Errorf("%s = %+v, want yes", item, fd)
+		case fd != found[item]:
+			t.Errorf("%s = %+v, but without simulations %+v", item, fd, found[item])
 		}
+	}
+	if len(items(f)) != len(found) {
+		t.Errorf("%d items simulated, %d found", len(items(f)), len(found))
 	}
 }
 
@@ -148,8 +227,12 @@ func TestTrialRejectsBadOptions(t *testing.T) {
 	var f Features
 	trialOverlay(&f, []string{"index=off", "no_such_option=on", "redirect_dir=sideways"})
 	checkNoLeftovers(t, dir)
-	if !f.Overlay.OK() || !f.UserXattr.OK() {
-		t.Fatalf("overlay %+v, userxattr %+v: want yes", f.Overlay, f.UserXattr)
+	if !f.Overlay.OK() {
+		t.Fatalf("overlay %+v: want yes", f.Overlay)
+	}
+	// userxattr came with Linux 5.11: either answer, but an answer.
+	if f.UserXattr.Status != Yes && f.UserXattr != (Finding{Status: No, Detail: "EINVAL"}) {
+		t.Errorf("userxattr %+v: want yes, or no (EINVAL)", f.UserXattr)
 	}
 	want := map[string]Finding{
 		"index=off":             {Status: Yes, Detail: "trial mount"},
