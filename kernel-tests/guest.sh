@@ -14,8 +14,8 @@
 # BINDIR/nostatx, which makes statx fail with ENOSYS as before Linux 4.11.
 # BINDIR is what kernel-tests/build.sh made. Environment:
 #	KT_SUITES          suites to run (default: every BINDIR/tests/*.test)
-#	KT_NOSTATX_SUITES  suites to run under nostatx (default: kernel-tests
-#	                   nsrun root; the others assume statx mount IDs)
+#	KT_NOSTATX_SUITES  suites to run under nostatx (default: the suites
+#	                   above; see left_out for the tests not run there)
 #	KT_SHORT           1 (default): pass -test.short
 #	LAYERSEAL_KT_INJECT_FAILURE=1  makes the kernel-tests suite fail
 # Exits 0 when every suite passed, 1 otherwise. Works with busybox sh.
@@ -30,23 +30,36 @@ for t in "$bin"/tests/*.test; do
 	all="$all ${n%.test}"
 done
 suites=${KT_SUITES:-$all}
-nostatx_suites=${KT_NOSTATX_SUITES-kernel-tests nsrun root}
+nostatx_suites=${KT_NOSTATX_SUITES-$suites}
 short=""
 [ "${KT_SHORT:-1}" = 1 ] && short="-test.short"
 export LAYERSEAL_PRIVILEGED=1 LAYERSEAL_KT_CLI="$bin/layerseal"
 failed=0
 
+# left_out NAME: a -test.skip pattern of the tests of suite NAME not run
+# under nostatx, because they still expect statx mount IDs instead of
+# following the probe's findings. Reported, so the matrix shows them.
+left_out() {
+	case $1 in
+	cmd-layerseal) echo '^(TestCheckpoint|TestHostile)' ;;
+	esac
+}
+
 # suite MODE NAME: runs one test binary in a fresh directory.
 suite() {
 	mode=$1 name=$2
-	wrap=""
-	[ "$mode" = nostatx ] && wrap="$bin/nostatx"
+	wrap="" skip=""
+	if [ "$mode" = nostatx ]; then
+		wrap="$bin/nostatx"
+		skip=$(left_out "$name")
+	fi
+	[ -n "$skip" ] && say report "$mode" left-out "$name $skip"
 	dir=$(mktemp -d) || { say suite "$mode" "$name" fail 125 0; failed=1; return; }
 	report="$dir/.report"
 	say suite "$mode" "$name" begin
 	start=$(date +%s)
 	if [ -x "$bin/tests/$name.test" ]; then
-		(cd "$dir" && LAYERSEAL_KT_REPORT="$report" $wrap "$bin/tests/$name.test" $short -test.count=1 -test.timeout=20m 2>&1)
+		(cd "$dir" && LAYERSEAL_KT_REPORT="$report" $wrap "$bin/tests/$name.test" $short -test.count=1 -test.timeout=20m ${skip:+-test.skip="$skip"} 2>&1)
 		rc=$?
 	else
 		echo "no test binary $bin/tests/$name.test"

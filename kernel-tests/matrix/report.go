@@ -100,6 +100,13 @@ func lines(cols []*Column) [][]string {
 	for _, r := range rows(cols) {
 		add("suite", rowLabel(r), func(c *Column) string { return cellText(c, r) })
 	}
+	// Tests guest.sh does not run under nostatx, by suite.
+	add("suite", "left out under nostatx", func(c *Column) string {
+		if v, ok := c.Reports["nostatx"]["left-out"]; ok {
+			return v
+		}
+		return "-"
+	})
 	add("guest", "end marker", func(c *Column) string {
 		if c.Ended {
 			return "seen"
