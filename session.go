@@ -435,11 +435,13 @@ func (s *session) finish(id string, res nsrun.Result, lostEnd bool) (*RunResult,
 	if err != nil {
 		return out, fmt.Errorf("sign statement: %w; the change set is kept in %s", err, s.dir)
 	}
-	if err := writeFileAtomic(filepath.Join(string(s.dir), StatementFile), b, 0o600); err != nil {
-		return out, fmt.Errorf("%w; the change set is kept in %s", err, s.dir)
-	}
+	// The output dir first: the agent may have filled the state dir's
+	// filesystem, and the statement must exist somewhere.
 	if err := writeFileAtomic(filepath.Join(s.out, StatementFile), b, 0o644); err != nil {
 		return out, fmt.Errorf("%w; the change set is kept in %s", err, s.dir)
+	}
+	if err := writeFileAtomic(filepath.Join(string(s.dir), StatementFile), b, 0o600); err != nil {
+		s.log("keeping a copy of the statement in the state dir: %v", err)
 	}
 	out.Statement = st
 	if out.Applied, err = s.settle(b, st); err != nil || !out.Applied {

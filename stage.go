@@ -263,10 +263,10 @@ func (s *staged) apply(out string, opt ApplyOptions) error {
 	if s.j == nil {
 		progress("journal-applying", attest.Root)
 		if err := s.dir.writePlan(entries); err != nil {
-			return fmt.Errorf("%w; nothing was applied", err)
+			return fmt.Errorf("%w; nothing was applied; the change set is kept in %s: free space there, then run `layerseal apply %s`", err, s.dir, out)
 		}
 		if err := s.dir.writeJournal(journalApplying, s.env); err != nil {
-			return fmt.Errorf("%w; nothing was applied", err)
+			return fmt.Errorf("%w; nothing was applied; the change set is kept in %s: free space there, then run `layerseal apply %s`", err, s.dir, out)
 		}
 	}
 	err = overlay.Apply(s.dir.upper(), s.rec.Workspace, entries, overlay.ApplyOptions{Progress: progress})
