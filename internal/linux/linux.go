@@ -47,12 +47,27 @@ func DisableOpenat2() { openat2Missing.Store(true) }
 // and without leaving dirfd's mount or subtree: with openat2
 // (RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS|RESOLVE_NO_XDEV|RESOLVE_NO_MAGICLINKS)
 // where the kernel has it, otherwise by walking name one component at a time
-// with O_NOFOLLOW. name must be relative; "." opens dirfd again. O_CLOEXEC
-// and O_NOFOLLOW are always added.
+// with O_NOFOLLOW. name must be relative; "." opens dirfd again; a name of
+// PATH_MAX bytes or more is opened in parts. O_CLOEXEC and O_NOFOLLOW are
+// always added.
 func OpenBeneath(dirfd int, name string, flags int) (int, error) {
 	flags |= unix.O_CLOEXEC | unix.O_NOFOLLOW
 	if name == "" || name[0] == '/' || hasDotDot(name) {
 		return -1, pathErr("open", name, unix.EXDEV)
+	}
+	if len(name) >= unix.PathMax {
+		// Too long for one call: open a leading part that fits, and the
+		// rest beneath it. Every part is resolved under the same rules.
+		i := strings.LastIndexByte(name[:unix.PathMax-1], '/')
+		if i <= 0 {
+			return -1, pathErr("open", name, unix.ENAMETOOLONG)
+		}
+		dir, err := OpenBeneath(dirfd, name[:i], unix.O_PATH|unix.O_DIRECTORY)
+		if err != nil {
+			return -1, err
+		}
+		defer unix.Close(dir)
+		return OpenBeneath(dir, name[i+1:], flags)
 	}
 	if !openat2Missing.Load() {
 		how := unix.OpenHow{
