@@ -30,6 +30,9 @@ type reader struct {
 	// directory, so no lower directory shows through it: its lower-only
 	// children are deleted whether or not it is marked opaque itself.
 	inOpaque bool
+	// fresh: the subtree being walked changed its context since the
+	// previous read (ReadChanged), so none of it is taken from there.
+	fresh bool
 
 	links map[[2]uint64]*linkGroup // upper regular files with nlink > 1
 
@@ -177,6 +180,10 @@ func (r *reader) list(p attest.Path, layer string, d node) ([]string, bool) {
 // child classifies the upper entry name of u at p against the lower
 // entry of the same name in l (absent when l is nil).
 func (r *reader) child(p attest.Path, name string, u, l node) error {
+	if r.reusable(p) {
+		r.take(p)
+		return nil
+	}
 	if r.opt.Exclude != nil && r.opt.Exclude(p) {
 		r.summarize(p, name, u)
 		return nil
@@ -260,10 +267,14 @@ func (r *reader) child(p attest.Path, name string, u, l node) error {
 			r.add(attest.Entry{Path: p, Change: attest.Metadata, Old: oldSt, New: newSt})
 		}
 		hidden := opaque || r.inOpaque
-		outer := r.inOpaque
+		outer, outerFresh := r.inOpaque, r.fresh
+		if r.opt.reuse != nil && !r.fresh {
+			hadLower, wasHidden := r.prevContext(p, outer)
+			r.fresh = hadLower != (ln != nil) || ln != nil && wasHidden != hidden
+		}
 		r.inOpaque = hidden
 		err := r.walkDir(p, un, ln, hidden)
-		r.inOpaque = outer
+		r.inOpaque, r.fresh = outer, outerFresh
 		return err
 	}
 

@@ -66,6 +66,8 @@ type ReadOptions struct {
 	// is taken instead of reading the file. The caller answers only for
 	// a stat tuple it hashed itself and saw settled (not racy).
 	KnownDigest func(p attest.Path, st linux.Stat) []byte
+
+	reuse *reuse // set by ReadChanged
 }
 
 // withDefaults fills zero fields and validates the rest.

@@ -308,3 +308,50 @@ func ComparePaths(a, b string) int {
 	}
 	return strings.Compare(a[n:], b[n:]) // the shorter is a prefix: it sorts first
 }
+
+// Changed returns, in path order, the paths whose entry differs between
+// prev and x: added, removed, with another stat tuple, or racy in either
+// (changed, or possibly changed in the same clock tick, too close to its
+// probe to tell). It costs one merge of the two sorted indexes.
+func (x *Index) Changed(prev *Index) []string {
+	var out []string
+	i, j := 0, 0
+	for i < len(x.recs) || j < len(prev.recs) {
+		c := 0
+		switch {
+		case i == len(x.recs):
+			c = 1
+		case j == len(prev.recs):
+			c = -1
+		case i == 0 && j == 0:
+		default:
+			c = ComparePaths(string(x.pathBytes(i)), string(prev.pathBytes(j)))
+		}
+		switch {
+		case c < 0:
+			out = append(out, x.Path(i))
+			i++
+		case c > 0:
+			out = append(out, prev.Path(j))
+			j++
+		default:
+			if s := x.stat(i); s != prev.stat(j) || s.Racy(x.Time, x.Window) || prev.stat(j).Racy(prev.Time, prev.Window) {
+				out = append(out, x.Path(i))
+			}
+			i++
+			j++
+		}
+	}
+	return out
+}
+
+// Touches reports whether changed (in path order, as from Changed) holds
+// p or a path beneath it. It costs a binary search.
+func Touches(changed []string, p string) bool {
+	i, _ := slices.BinarySearchFunc(changed, p, ComparePaths)
+	if i == len(changed) {
+		return false
+	}
+	q := changed[i]
+	return q == p || p == "." || strings.HasPrefix(q, p) && len(q) > len(p) && q[len(p)] == '/'
+}
