@@ -1,6 +1,7 @@
 package layerseal
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -78,7 +79,7 @@ func (c *checkpointer) take() (*CheckpointResult, error) {
 	if c.lastFull != 0 && !c.retry && idx.Unchanged(c.probe) {
 		cp.Unchanged, cp.SameAs = true, c.lastFull
 	} else {
-		ch, cache, err := c.walk(idx.Window)
+		ch, cache, err := c.walk(idx)
 		if err != nil {
 			return nil, fmt.Errorf("checkpoint: %w", err)
 		}
@@ -107,8 +108,11 @@ func (c *checkpointer) take() (*CheckpointResult, error) {
 
 // walk reads the upper layer against the lower one as the final statement
 // does, with files that change while hashed reported unstable, and returns
-// the changes and the digests it can vouch for.
-func (c *checkpointer) walk(settle time.Duration) (*overlay.Changes, digestCache, error) {
+// the changes and the digests it can vouch for. After a checkpoint that
+// walked, only the upper subtrees that idx shows changed since the last
+// probe (or that the last walk could not read) are classified; the rest
+// is taken from that checkpoint's file (see overlay.ReadChanged).
+func (c *checkpointer) walk(idx *probe.Index) (*overlay.Changes, digestCache, error) {
 	if c.readHook != nil {
 		c.readHook()
 	}
@@ -117,17 +121,57 @@ func (c *checkpointer) walk(settle time.Duration) (*overlay.Changes, digestCache
 	if err != nil {
 		return nil, digestCache{}, err
 	}
-	opt.Settle = settle
+	opt.Settle = idx.Window
 	known := opt.KnownDigest
 	opt.KnownDigest = func(p attest.Path, st linux.Stat) []byte {
 		seen = append(seen, seenStat{p, probe.StatOf(st)})
 		return known(p, st)
 	}
-	ch, err := overlay.Read(c.upper, c.lower, opt)
+	var ch *overlay.Changes
+	if prev, changed := c.previous(idx); prev != nil {
+		ch, err = overlay.ReadChanged(c.upper, c.lower, prev, func(p attest.Path) bool { return probe.Touches(changed, string(p)) }, opt)
+	} else {
+		ch, err = overlay.Read(c.upper, c.lower, opt)
+	}
 	if err != nil {
 		return nil, digestCache{}, err
 	}
-	return ch, newDigestCache(seen, ch), nil
+	return ch, newDigestCache(seen, ch, &c.digests), nil
+}
+
+// previous returns the changes of the last checkpoint that walked, read
+// back from its file, and the upper paths changed since (in probe path
+// order): those idx shows changed since the last probe and those the walk
+// could not read. It returns nil when a walk from scratch is needed:
+// there was none yet, it stopped part-way, its file cannot be read, or
+// either probe was taken while the tree changed.
+func (c *checkpointer) previous(idx *probe.Index) (*overlay.Changes, []string) {
+	if c.lastFull == 0 || c.probe == nil || c.probe.Unsettled || idx.Unsettled {
+		// An unsettled probe may have missed entries in both.
+		return nil, nil
+	}
+	env, err := os.ReadFile(filepath.Join(c.dir, CheckpointFile(c.lastFull)))
+	if err != nil {
+		return nil, nil
+	}
+	cp, err := attest.VerifyCheckpoint(env, c.key.Public())
+	if err != nil || cp.Seq != c.lastFull {
+		return nil, nil
+	}
+	changed := idx.Changed(c.probe)
+	for _, r := range cp.Incomplete {
+		switch r.Code {
+		case attest.TimeBudget, attest.EntryBudget:
+			return nil, nil
+		case attest.Unstable, attest.Vanished, attest.Unreadable:
+			if r.Path == "" {
+				return nil, nil
+			}
+			changed = append(changed, string(r.Path))
+		}
+	}
+	slices.SortFunc(changed, probe.ComparePaths)
+	return &overlay.Changes{Entries: cp.Entries, Incomplete: cp.Incomplete}, changed
 }
 
 // readOptions are the final walk's options; known digests are reused.
@@ -223,7 +267,9 @@ type digestRecord struct {
 // walk had its ctime settled first (overlay.ReadOptions.Settle) and its
 // stat checked before and after the read, so a later write changes its
 // ctime.
-func newDigestCache(seen []seenStat, ch *overlay.Changes) digestCache {
+// A file the walk took from the previous checkpoint keeps its record in
+// old.
+func newDigestCache(seen []seenStat, ch *overlay.Changes, old *digestCache) digestCache {
 	var dc digestCache
 	byPath := make(map[attest.Path]probe.Stat, len(seen))
 	for _, s := range seen {
@@ -240,7 +286,11 @@ func newDigestCache(seen []seenStat, ch *overlay.Changes) digestCache {
 		}
 		st, ok := byPath[e.Path]
 		if !ok {
-			continue
+			i, found := old.find(e.Path)
+			if !found || !bytes.Equal(old.recs[i].sum[:], e.New.SHA256) {
+				continue
+			}
+			st = old.recs[i].st
 		}
 		r := digestRecord{off: uint32(len(dc.arena)), n: uint32(len(e.Path)), st: st}
 		copy(r.sum[:], e.New.SHA256)
@@ -259,13 +309,17 @@ func (dc *digestCache) path(i int) string {
 // lookup returns the digest kept for p when st is exactly the stat it was
 // hashed with, nil otherwise.
 func (dc *digestCache) lookup(p attest.Path, st linux.Stat) []byte {
-	i, ok := slices.BinarySearchFunc(dc.recs, string(p), func(r digestRecord, p string) int {
-		return strings.Compare(string(dc.arena[r.off:r.off+r.n]), p)
-	})
+	i, ok := dc.find(p)
 	if !ok || dc.recs[i].st != probe.StatOf(st) {
 		return nil
 	}
 	return slices.Clone(dc.recs[i].sum[:])
+}
+
+func (dc *digestCache) find(p attest.Path) (int, bool) {
+	return slices.BinarySearchFunc(dc.recs, string(p), func(r digestRecord, p string) int {
+		return strings.Compare(string(dc.arena[r.off:r.off+r.n]), p)
+	})
 }
 
 // Bytes is the memory the cache holds.

@@ -137,7 +137,7 @@ func BenchmarkCheckpoint(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			ch, cache, err := cp.walk(idx.Window)
+			ch, cache, err := cp.walk(idx)
 			if err != nil {
 				b.Fatal(err)
 			}

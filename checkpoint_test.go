@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"crypto/ed25519"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/layerseal/layerseal/attest"
+	"github.com/layerseal/layerseal/overlay"
 	"github.com/layerseal/layerseal/probe"
 )
 
@@ -256,5 +259,60 @@ func TestFinalReusesDigests(t *testing.T) {
 	}
 	if want := uint64(len("y3") + len("new")); reused.Stats.BytesHashed != want {
 		t.Errorf("final walk hashed %d bytes, want %d (only what changed after the checkpoint)", reused.Stats.BytesHashed, want)
+	}
+}
+
+// TestCheckpointIncrementalMatchesFresh: checkpoints after random writes,
+// removals and new directories take unchanged subtrees from the previous
+// checkpoint, hash only what changed, and list exactly what a fresh read
+// of the same layers lists.
+func TestCheckpointIncrementalMatchesFresh(t *testing.T) {
+	e := newCPEnv(t)
+	rng := rand.New(rand.NewPCG(7, 7))
+	var names []string
+	for i := range 60 {
+		n := fmt.Sprintf("d%d/f%d", i%6, i)
+		e.write(n, fmt.Sprint("v0 ", i))
+		names = append(names, n)
+	}
+	e.settle()
+	e.take()
+	for round := range 8 {
+		for range 1 + rng.IntN(5) {
+			i := rng.IntN(len(names))
+			switch rng.IntN(4) {
+			case 0:
+				os.Remove(filepath.Join(e.upper, names[i]))
+			case 1:
+				n := fmt.Sprintf("n%d/g%d", rng.IntN(3), rng.IntN(1000))
+				e.write(n, "new")
+				names = append(names, n)
+			default:
+				e.write(names[i], fmt.Sprint("v", round+1, " ", i))
+			}
+		}
+		e.settle()
+		res := e.take()
+		if res.Unchanged {
+			t.Fatalf("round %d: changes not seen", round)
+		}
+		if res.Hashed >= 60*4 {
+			t.Fatalf("round %d: hashed %d bytes: not incremental", round, res.Hashed)
+		}
+		env, err := os.ReadFile(res.File)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := attest.VerifyCheckpoint(env, e.pub)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := overlay.Read(e.upper, e.lower, overlay.ReadOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(c.Entries, want.Entries) {
+			t.Fatalf("round %d: checkpoint lists %d entries, a fresh read %d:\n%+v\nwant\n%+v", round, len(c.Entries), len(want.Entries), c.Entries, want.Entries)
+		}
 	}
 }
