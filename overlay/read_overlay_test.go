@@ -125,6 +125,14 @@ func TestReadRealOverlay(t *testing.T) {
 			}
 			return os.RemoveAll(m(from))
 		}
+		// Overlay stores a trusted.overlay.* xattr set through it escaped
+		// (Linux 6.7); older kernels refuse it. Which one this kernel does
+		// is found by trying, and the expected change set follows.
+		escaped := true
+		escapeErr := unix.Setxattr(m("esc"), "trusted.overlay.mine", []byte("v"), 0)
+		if errors.Is(escapeErr, unix.EOPNOTSUPP) {
+			escaped, escapeErr = false, nil
+		}
 		steps := []step{
 			{"create", write("new", "new")},
 			{"open for write, no write", openNoWrite("opened")},
@@ -135,7 +143,7 @@ func TestReadRealOverlay(t *testing.T) {
 			{"chown", os.Lchown(m("cho"), 1234, 1234)},
 			{"touch", os.Chtimes(m("tch"), old, old.Add(time.Hour))},
 			{"setxattr user.x", unix.Setxattr(m("xat"), "user.x", []byte("1"), 0)},
-			{"setxattr escaped", unix.Setxattr(m("esc"), "trusted.overlay.mine", []byte("v"), 0)},
+			{"setxattr escaped", escapeErr},
 			{"rm file", os.Remove(m("rmf"))},
 			{"rm -rf dir", os.RemoveAll(m("d"))},
 			{"rm -rf and recreate dir", errors.Join(os.RemoveAll(m("re")), os.Mkdir(m("re"), 0o755), write("re/fresh", "f"))},
@@ -164,7 +172,11 @@ func TestReadRealOverlay(t *testing.T) {
 		if err != nil {
 			return fmt.Errorf("read: %w", err)
 		}
-		equalLines(t, summary(ch), append(lines(
+		var escLines []string
+		if escaped {
+			escLines = lines("metadata esc")
+		}
+		equalLines(t, summary(ch), slices.Concat(lines(
 			"metadata .",
 			"modified app",
 			"added bad\xff",
@@ -176,8 +188,7 @@ func TestReadRealOverlay(t *testing.T) {
 			"deleted d/sub",
 			"deleted d/sub/b",
 			"modified deep/x/y",
-			"modified edit",
-			"metadata esc",
+			"modified edit"), escLines, lines(
 			"added keeplink",
 			"deleted mvd",
 			"deleted mvd/c",
@@ -201,7 +212,7 @@ func TestReadRealOverlay(t *testing.T) {
 			"metadata tch",
 			"metadata trunc",
 			"metadata xat",
-		), noMountID...))
+		), noMountID))
 		for _, e := range ch.Entries {
 			switch e.Path {
 			case "keeplink":
@@ -212,7 +223,7 @@ func TestReadRealOverlay(t *testing.T) {
 				if e.New.Link != "pair0" {
 					t.Errorf("%s: Link %q, want \"pair0\"", e.Path, e.New.Link)
 				}
-			case "esc":
+			case "esc": // only when escaped
 				want := []attest.Xattr{{Name: "trusted.overlay.mine", Value: []byte("v")}}
 				if !xattrsEqual(e.New.Xattrs, want) || len(e.Old.Xattrs) != 0 {
 					t.Errorf("esc: xattrs %+v -> %+v", e.Old.Xattrs, e.New.Xattrs)
