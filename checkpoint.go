@@ -2,6 +2,8 @@ package layerseal
 
 import (
 	"bytes"
+	"encoding/binary"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -50,14 +52,17 @@ type checkpointer struct {
 	key       *attest.Signer
 	base      attest.Checkpoint // session, launch and workspace of every checkpoint
 	dir       string            // OUT/checkpoints
+	changes   string            // the changes file, in the session's state dir
 
 	log      attest.CheckpointLog
-	lastFull uint64       // seq of the last checkpoint that walked
-	retry    bool         // the last walk could not read everything: walk again
-	probe    *probe.Index // the probe of the last checkpoint
-	digests  digestCache  // settled digests of upper files, from the last walk
-	lastEnv  []byte       // the last checkpoint's envelope file
-	readHook func()       // tests: called for every walk of the upper layer
+	lastFull uint64          // seq of the last checkpoint that walked
+	lastRoot []byte          // its signed Merkle root
+	lastWhy  []attest.Reason // its reasons (shared with log)
+	retry    bool            // the last walk could not read everything: walk again
+	probe    *probe.Index    // the probe of the last checkpoint
+	digests  digestCache     // settled digests of upper files, from the last walk
+	head     []byte          // SHA-256 of the last checkpoint's envelope file
+	readHook func()          // tests: called for every walk of the upper layer
 }
 
 // take takes one checkpoint: a probe of the upper layer; when it equals
@@ -97,10 +102,14 @@ func (c *checkpointer) take() (*CheckpointResult, error) {
 		// written without this one, so stop taking them.
 		return nil, fmt.Errorf("checkpoint %d: %w", cp.Seq, err)
 	}
-	c.probe, c.lastEnv = idx, env
+	c.probe, c.head = idx, sha(env)
 	if !cp.Unchanged {
-		c.lastFull = cp.Seq
+		c.lastFull, c.lastRoot, c.lastWhy = cp.Seq, cp.Root, cp.Incomplete
 		c.retry = rereadNeeded(cp.Incomplete)
+		if err := writeChanges(c.changes, cp.Seq, cp.Entries); err != nil {
+			// The next checkpoint that walks reads from scratch.
+			os.Remove(c.changes)
+		}
 	}
 	return &CheckpointResult{Seq: cp.Seq, File: file, Unchanged: cp.Unchanged, Count: cp.Count,
 		Complete: cp.Complete, Hashed: hashed, Took: time.Since(start)}, nil
@@ -111,7 +120,8 @@ func (c *checkpointer) take() (*CheckpointResult, error) {
 // the changes and the digests it can vouch for. After a checkpoint that
 // walked, only the upper subtrees that idx shows changed since the last
 // probe (or that the last walk could not read) are classified; the rest
-// is taken from that checkpoint's file (see overlay.ReadChanged).
+// is taken from that checkpoint's changes (see overlay.ReadChanged and
+// readChanges).
 func (c *checkpointer) walk(idx *probe.Index) (*overlay.Changes, digestCache, error) {
 	if c.readHook != nil {
 		c.readHook()
@@ -140,26 +150,19 @@ func (c *checkpointer) walk(idx *probe.Index) (*overlay.Changes, digestCache, er
 }
 
 // previous returns the changes of the last checkpoint that walked, read
-// back from its file, and the upper paths changed since (in probe path
-// order): those idx shows changed since the last probe and those the walk
-// could not read. It returns nil when a walk from scratch is needed:
-// there was none yet, it stopped part-way, its file cannot be read, or
+// back from the changes file and checked against its signed root, and
+// the upper paths changed since (in probe path order): those idx shows
+// changed since the last probe and those the walk could not read. It
+// returns nil when a walk from scratch is needed: there was none yet, it
+// stopped part-way, the changes file cannot be read or does not match, or
 // either probe was taken while the tree changed.
 func (c *checkpointer) previous(idx *probe.Index) (*overlay.Changes, []string) {
 	if c.lastFull == 0 || c.probe == nil || c.probe.Unsettled || idx.Unsettled {
 		// An unsettled probe may have missed entries in both.
 		return nil, nil
 	}
-	env, err := os.ReadFile(filepath.Join(c.dir, CheckpointFile(c.lastFull)))
-	if err != nil {
-		return nil, nil
-	}
-	cp, err := attest.VerifyCheckpoint(env, c.key.Public())
-	if err != nil || cp.Seq != c.lastFull {
-		return nil, nil
-	}
-	changed := idx.Changed(c.probe)
-	for _, r := range cp.Incomplete {
+	var again []string // what the last walk could not read
+	for _, r := range c.lastWhy {
 		switch r.Code {
 		case attest.TimeBudget, attest.EntryBudget:
 			return nil, nil
@@ -167,11 +170,16 @@ func (c *checkpointer) previous(idx *probe.Index) (*overlay.Changes, []string) {
 			if r.Path == "" {
 				return nil, nil
 			}
-			changed = append(changed, string(r.Path))
+			again = append(again, string(r.Path))
 		}
 	}
+	entries, err := readChanges(c.changes, c.lastFull, c.lastRoot)
+	if err != nil {
+		return nil, nil
+	}
+	changed := append(idx.Changed(c.probe), again...)
 	slices.SortFunc(changed, probe.ComparePaths)
-	return &overlay.Changes{Entries: cp.Entries, Incomplete: cp.Incomplete}, changed
+	return &overlay.Changes{Entries: entries, Incomplete: c.lastWhy}, changed
 }
 
 // readOptions are the final walk's options; known digests are reused.
@@ -196,14 +204,98 @@ func (c *checkpointer) readOptions() (overlay.ReadOptions, error) {
 }
 
 // final returns the options of the final walk (digests reused where the
-// stat tuple is the one hashed) and the last checkpoint's envelope file.
+// stat tuple is the one hashed) and the SHA-256 of the last checkpoint's
+// envelope file (nil when there was none), which the final statement
+// binds as it was signed. The changes file is no longer needed.
 func (c *checkpointer) final() (func(attest.Path, linux.Stat) []byte, []byte) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.lastEnv != nil {
+	if c.head != nil {
 		syncFS(c.dir)
 	}
-	return c.digests.lookup, c.lastEnv
+	os.Remove(c.changes)
+	return c.digests.lookup, c.head
+}
+
+// changesTag opens a changes file.
+const changesTag = "layerseal/checkpoint-changes/v1\x00"
+
+// The changes file holds, in the session's state dir (root's alone, out
+// of the agent's view), the changes of the last checkpoint that walked,
+// which the next one that walks reuses where the upper layer is
+// unchanged. It is written by the supervisor and read back only by it,
+// and checked against the checkpoint's signed root before use:
+//
+//	file  = "layerseal/checkpoint-changes/v1" 0x00
+//	        uint64 seq                    ; the checkpoint's, big-endian
+//	        uint64 n                      ; number of entries
+//	        n × (uint32 len, leaf)        ; attest.Entry.MarshalLeaf, in order
+const checkpointChangesFile = "checkpoint-changes"
+
+// writeChanges replaces the changes file with the entries of checkpoint
+// seq: one leaf encoding per entry, about the size of the entries' JSON.
+func writeChanges(path string, seq uint64, entries []attest.Entry) error {
+	b := make([]byte, 0, len(changesTag)+16+len(entries)*160)
+	b = append(b, changesTag...)
+	b = binary.BigEndian.AppendUint64(b, seq)
+	b = binary.BigEndian.AppendUint64(b, uint64(len(entries)))
+	for i := range entries {
+		leaf := entries[i].MarshalLeaf()
+		b = binary.BigEndian.AppendUint32(b, uint32(len(leaf)))
+		b = append(b, leaf...)
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return fmt.Errorf("write %q: %w", path, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("write %q: %w", path, err)
+	}
+	return nil
+}
+
+// errChanges is readChanges' error for a file that is not the changes of
+// the checkpoint asked for.
+var errChanges = errors.New("not the changes of the last walked checkpoint")
+
+// readChanges reads the changes file written for checkpoint seq and
+// returns its entries if their Merkle root is root, the one signed in
+// that checkpoint: one leaf parse, one leaf encoding and about two hashes
+// per entry.
+func readChanges(path string, seq uint64, root []byte) ([]attest.Entry, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	if len(b) < len(changesTag)+16 || string(b[:len(changesTag)]) != changesTag ||
+		binary.BigEndian.Uint64(b[len(changesTag):]) != seq {
+		return nil, fmt.Errorf("changes file %q: %w", path, errChanges)
+	}
+	n := binary.BigEndian.Uint64(b[len(changesTag)+8:])
+	b = b[len(changesTag)+16:]
+	if n > uint64(len(b))/4 {
+		return nil, fmt.Errorf("changes file %q: %d entries in %d bytes: %w", path, n, len(b), errChanges)
+	}
+	entries := make([]attest.Entry, n)
+	for i := range entries {
+		if len(b) < 4 || uint64(len(b)-4) < uint64(binary.BigEndian.Uint32(b)) {
+			return nil, fmt.Errorf("changes file %q: truncated: %w", path, errChanges)
+		}
+		l := binary.BigEndian.Uint32(b)
+		e, err := attest.ParseLeaf(b[4 : 4+l])
+		if err != nil {
+			return nil, fmt.Errorf("changes file %q: %w", path, err)
+		}
+		entries[i], b = *e, b[4+l:]
+	}
+	if len(b) != 0 {
+		return nil, fmt.Errorf("changes file %q: %d trailing bytes: %w", path, len(b), errChanges)
+	}
+	if got, err := attest.MerkleRoot(entries); err != nil || !bytes.Equal(got, root) {
+		return nil, fmt.Errorf("changes file %q: %w", path, errChanges)
+	}
+	return entries, nil
 }
 
 // writeCheckpointFile writes a checkpoint by rename, without waiting for

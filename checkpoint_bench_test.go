@@ -49,7 +49,8 @@ func benchUpper(b *testing.B, n int) (*checkpointer, []string) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	cp := &checkpointer{upper: upper, work: work, lower: lower, policy: fillPolicy(attest.Policy{}), key: key, dir: dir}
+	cp := &checkpointer{upper: upper, work: work, lower: lower, policy: fillPolicy(attest.Policy{}), key: key, dir: dir,
+		changes: filepath.Join(root, checkpointChangesFile)}
 	cp.base.SessionID, cp.base.Launch, cp.base.Workspace = attest.NewSessionID(), sha([]byte("launch")), attest.Bytes(lower)
 	time.Sleep(2 * probe.RacyWindow())
 	// Every upper entry is a change: the files, their dirs, the root.

@@ -3,11 +3,13 @@ package layerseal
 import (
 	"bytes"
 	"crypto/ed25519"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -50,7 +52,8 @@ func newCPEnv(t *testing.T) *cpEnv {
 		t.Fatal(err)
 	}
 	e.cp = &checkpointer{upper: e.upper, work: filepath.Join(root, "work"), lower: e.lower,
-		policy: fillPolicy(attest.Policy{}), key: key, dir: dir}
+		policy: fillPolicy(attest.Policy{}), key: key, dir: dir,
+		changes: filepath.Join(root, checkpointChangesFile)}
 	e.cp.base.SessionID, e.cp.base.Launch, e.cp.base.Workspace = attest.NewSessionID(), sha([]byte("launch")), attest.Bytes(e.lower)
 	e.cp.readHook = func() { e.walks.Add(1) }
 	return e
@@ -314,5 +317,80 @@ func TestCheckpointIncrementalMatchesFresh(t *testing.T) {
 		if !reflect.DeepEqual(c.Entries, want.Entries) {
 			t.Fatalf("round %d: checkpoint lists %d entries, a fresh read %d:\n%+v\nwant\n%+v", round, len(c.Entries), len(want.Entries), c.Entries, want.Entries)
 		}
+	}
+}
+
+// TestCheckpointChangesFile: the changes a walked checkpoint leaves for
+// the next one are used only when they are exactly the ones it signed;
+// any other file makes the next checkpoint walk from scratch, and its
+// result is the same.
+func TestCheckpointChangesFile(t *testing.T) {
+	e := newCPEnv(t)
+	for i := range 30 {
+		e.write(fmt.Sprintf("d%d/f%d", i%3, i), fmt.Sprint("v", i))
+	}
+	e.settle()
+	first := e.take()
+	idx, err := probe.Scan(e.upper, probe.ScanOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prev, _ := e.cp.previous(idx)
+	if prev == nil || uint64(len(prev.Entries)) != first.Count {
+		t.Fatalf("changes of checkpoint %d not read back: %+v", first.Seq, prev)
+	}
+	good, err := os.ReadFile(e.cp.changes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// d2/f29 renamed d2/f28 keeps the entries in order: only the root
+	// check can tell.
+	at := bytes.LastIndex(good, []byte("d2/f29")) + len("d2/f2")
+	for name, b := range map[string][]byte{
+		"other seq":     append(append([]byte(changesTag), 0, 0, 0, 0, 0, 0, 0, 9), good[len(changesTag)+8:]...),
+		"path changed":  append(append(slices.Clone(good[:at]), '8'), good[at+1:]...),
+		"trailing byte": append(slices.Clone(good), 0),
+		"truncated":     good[:len(good)-1],
+		"no entries":    append([]byte(changesTag), make([]byte, 16)...),
+		"count too big": append(append([]byte(changesTag), good[len(changesTag):len(changesTag)+8]...), append([]byte{0, 0, 0, 0, 0, 0, 0, 99}, good[len(changesTag)+16:]...)...),
+	} {
+		if err := os.WriteFile(e.cp.changes, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := readChanges(e.cp.changes, first.Seq, e.cp.lastRoot); err == nil {
+			t.Errorf("%s: changes file accepted", name)
+		}
+		if prev, _ := e.cp.previous(idx); prev != nil {
+			t.Errorf("%s: previous changes used", name)
+		}
+	}
+	e.write("d1/f4", "changed")
+	e.write("new", "new")
+	e.settle()
+	res := e.take()
+	env, err := os.ReadFile(res.File)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := attest.VerifyCheckpoint(env, e.pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := overlay.Read(e.upper, e.lower, overlay.ReadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(c.Entries, want.Entries) {
+		t.Fatalf("checkpoint after a bad changes file lists %d entries, a fresh read %d", len(c.Entries), len(want.Entries))
+	}
+	// That checkpoint wrote its own; the session's end removes it.
+	if _, err := readChanges(e.cp.changes, res.Seq, c.Root); err != nil {
+		t.Fatalf("changes of checkpoint %d: %v", res.Seq, err)
+	}
+	if _, head := e.cp.final(); !bytes.Equal(head, sha(env)) {
+		t.Errorf("final head %x, want the SHA-256 of checkpoint %d", head, res.Seq)
+	}
+	if _, err := os.Stat(e.cp.changes); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("changes file left after the session: %v", err)
 	}
 }

@@ -54,6 +54,7 @@ func (s *session) startCheckpoints(id string) (*checkpoints, error) {
 	cp := &checkpointer{
 		upper: s.dir.upper(), work: s.dir.work(), lower: s.ws, policy: s.cfg.Policy,
 		noMountID: !s.features.StatxMountID.OK(), key: s.cfg.Key, dir: dir,
+		changes: filepath.Join(string(s.dir), checkpointChangesFile),
 	}
 	cp.base.SessionID, cp.base.Launch, cp.base.Workspace = id, sha(s.launch), attest.Bytes(s.ws)
 	c := &checkpoints{cp: cp, sigs: make(chan os.Signal, 1), stop: make(chan struct{}), log: s.log}

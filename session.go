@@ -422,7 +422,7 @@ func (s *session) finish(id string, res nsrun.Result, lostEnd bool) (*RunResult,
 		return out, fmt.Errorf("attest the change set: %w; the change set is kept in %s", err, s.dir)
 	}
 	if head != nil {
-		st.CheckpointHead = sha(head)
+		st.CheckpointHead = head
 	}
 	st.SessionID = id
 	st.Launch = sha(s.launch)

@@ -2,7 +2,12 @@ package attest
 
 import (
 	"bytes"
+	"encoding/hex"
 	"errors"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -197,5 +202,153 @@ func TestCheckpointStrictDecoding(t *testing.T) {
 	}
 	if c.Seq != 2 || c.Log.Size != 2 {
 		t.Errorf("seq %d, log size %d", c.Seq, c.Log.Size)
+	}
+}
+
+// randomEntries returns n valid entries with paths of random bytes (any
+// byte but NUL and '/' in a component: invalid UTF-8, newlines, quotes,
+// '%', control bytes), sorted and unique, with random states.
+func randomEntries(rng *rand.Rand, n int) []Entry {
+	seen := map[Path]bool{}
+	var out []Entry
+	for len(out) < n {
+		var b []byte
+		for c := range 1 + rng.IntN(3) {
+			if c > 0 {
+				b = append(b, '/')
+			}
+			for range 1 + rng.IntN(6) {
+				x := byte(1 + rng.IntN(255))
+				if x == '/' || x == '.' {
+					x = '"'
+				}
+				b = append(b, x)
+			}
+		}
+		p := Path(b)
+		if seen[p] {
+			continue
+		}
+		seen[p] = true
+		st := func() *State {
+			switch rng.IntN(4) {
+			case 0:
+				s := &State{Type: File, Mode: uint32(rng.IntN(0o10000)), UID: rng.Uint32(), GID: rng.Uint32(),
+					Size: rng.Uint64(), MtimeNS: rng.Int64() - rng.Int64(), SHA256: digest(string(b))}
+				if rng.IntN(2) == 0 {
+					s.Xattrs = []Xattr{{Name: "user.\n", Value: []byte{0, '"', 0xff}}, {Name: "user.\xff"}}
+				}
+				return s
+			case 1:
+				return &State{Type: Symlink, Mode: 0o777, Size: 3, Target: Path("\\\"\xfe\n" + string(b))}
+			case 2:
+				return &State{Type: BlockDev, Mode: 0o600, Rdev: rng.Uint64() | 1}
+			}
+			return &State{Type: Dir, Mode: 0o755, MtimeNS: -1}
+		}
+		e := Entry{Path: p}
+		switch rng.IntN(3) {
+		case 0:
+			e.Change, e.New = Added, st()
+		case 1:
+			e.Change, e.Old = Deleted, st()
+		default:
+			e.Old, e.New = st(), st()
+			e.Change = Modified
+			if e.Old.Type != e.New.Type {
+				e.Change = TypeChange
+			}
+		}
+		out = append(out, e)
+	}
+	slices.SortFunc(out, func(a, b Entry) int { return strings.Compare(string(a.Path), string(b.Path)) })
+	return out
+}
+
+// Append does not parse what it signs: its encoding must be canonical by
+// construction. Every checkpoint it writes, over values with every kind
+// of awkward byte, must verify strictly (one spelling of envelope and
+// payload) and read back as exactly what was signed, and its bytes must
+// be those of the generic canonical encoder.
+func TestCheckpointAppendRoundTrip(t *testing.T) {
+	s := testSigner(t, 1)
+	launch, err := SignLaunch(s, sampleLaunch(session1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	log := &CheckpointLog{}
+	var envs [][]byte
+	for i := 1; i <= 12; i++ {
+		c := &Checkpoint{
+			SessionID: session1, Launch: sha(launch), Workspace: "/w\xff\n\"%",
+			Taken: time.Date(2025, 11, 30, 10, 0, i, i*1001, time.UTC), Probe: digest(fmt.Sprint(i)), ProbeEntries: rng.Uint64(),
+			Stats: Stats{UpperEntries: rng.Uint64(), LowerEntries: rng.Uint64(), BytesHashed: 1<<64 - 1},
+		}
+		if i%4 == 0 {
+			c.Unchanged, c.SameAs = true, log.last.Seq
+		} else {
+			c.Entries = randomEntries(rng, 1+rng.IntN(200))
+			if i%3 == 0 {
+				c.Entries = append(sampleEntries(), Entry{Path: "\xff\xff", Change: Added, New: &State{Type: Socket}})
+			}
+			if i%2 == 1 {
+				c.Incomplete = []Reason{{Code: Unstable, Path: c.Entries[0].Path, Detail: "\xff\"\\\n\t%00 ü"}, {Code: TimeBudget, Detail: "x"}}
+			}
+		}
+		env, err := log.Append(s, c)
+		if err != nil {
+			t.Fatalf("checkpoint %d: %v", i, err)
+		}
+		got, err := VerifyCheckpoint(env, s.Public())
+		if err != nil {
+			t.Fatalf("checkpoint %d does not verify: %v", i, err)
+		}
+		if !reflect.DeepEqual(got.toJSON(), c.toJSON()) {
+			t.Errorf("checkpoint %d reads back as\n%+v\nwant\n%+v", i, got.toJSON(), c.toJSON())
+		}
+		payload, err := canonicalJSON(&intoto[*checkpointJSON]{Type: StatementType,
+			Subject:       []subject{{Name: StatementSubject, Digest: digestSet{SHA256: hex.EncodeToString(c.Root)}}},
+			PredicateType: CheckpointPredicateType, Predicate: c.toJSON()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, err := parseEnvelope(env, MaxCheckpointSize)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(e.Payload, payload) {
+			t.Errorf("checkpoint %d: payload is not the canonical encoder's", i)
+		}
+		want, err := canonicalJSON(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(env, append(want, '\n')) {
+			t.Errorf("checkpoint %d: envelope is not the canonical encoder's:\n%s\nwant\n%s", i, env, want)
+		}
+		envs = append(envs, env)
+	}
+	if _, err := VerifyChain(envs, s.Public(), launch); err != nil {
+		t.Fatalf("VerifyChain: %v", err)
+	}
+}
+
+// A value without one spelling is refused before it is signed.
+func TestCheckpointAppendRefusesNoSpelling(t *testing.T) {
+	s := testSigner(t, 1)
+	for name, mut := range map[string]func(*Checkpoint){
+		"NUL in path":      func(c *Checkpoint) { c.Entries[0].Path = "a\x00b" },
+		"NUL in detail":    func(c *Checkpoint) { c.Incomplete = []Reason{{Code: Unstable, Detail: "a\x00"}} },
+		"NUL in workspace": func(c *Checkpoint) { c.Workspace = "/w\x00" },
+		"unknown code":     func(c *Checkpoint) { c.Incomplete = []Reason{{Code: "nope"}} },
+		"time zone":        func(c *Checkpoint) { c.Taken = time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC) },
+	} {
+		c := &Checkpoint{SessionID: session1, Launch: digest("l"), Workspace: "/w", Taken: time.Unix(1, 0).UTC(),
+			Probe: digest("p"), Entries: sampleEntries()}
+		mut(c)
+		if env, err := (&CheckpointLog{}).Append(s, c); err == nil {
+			t.Errorf("%s: signed %s", name, env)
+		}
 	}
 }

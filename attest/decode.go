@@ -35,6 +35,17 @@ func canonicalJSON(v any) ([]byte, error) {
 	return json.Marshal(v, encodeOptions)
 }
 
+// canonicalJSONSized is canonicalJSON written into a buffer of hint bytes
+// to begin with, which spares a large value the copies of a buffer grown
+// step by step and the final copy out of the encoder.
+func canonicalJSONSized(v any, hint int) ([]byte, error) {
+	buf := bytes.NewBuffer(make([]byte, 0, max(hint, 512)))
+	if err := json.MarshalWrite(buf, v, encodeOptions); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
 // strictJSON decodes exactly one JSON value from b into v, refusing unknown
 // members (names match case-sensitively, so a case variant is unknown),
 // duplicate names, invalid UTF-8 and trailing data.

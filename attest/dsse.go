@@ -3,6 +3,7 @@ package attest
 import (
 	"bytes"
 	"crypto/ed25519"
+	"encoding/base64"
 	"fmt"
 	"strconv"
 )
@@ -31,6 +32,7 @@ type signature struct {
 // "DSSEv1" SP LEN(type) SP type SP LEN(body) SP body, lengths in decimal.
 func pae(typ string, body []byte) []byte {
 	var b bytes.Buffer
+	b.Grow(len("DSSEv1   ") + 2*20 + len(typ) + len(body))
 	b.WriteString("DSSEv1 ")
 	b.WriteString(strconv.Itoa(len(typ)))
 	b.WriteByte(' ')
@@ -42,18 +44,31 @@ func pae(typ string, body []byte) []byte {
 	return b.Bytes()
 }
 
-// seal signs payload and returns the envelope file bytes.
+// seal signs payload and returns the envelope file bytes. It writes the
+// canonical JSON of the envelope directly, into a buffer of its exact
+// size: every member is plain ASCII that needs no escaping (the payload
+// type, a hex key ID, base64), so the spelling is fixed.
 func seal(s *Signer, payload []byte) ([]byte, error) {
-	env := envelope{
-		PayloadType: PayloadType,
-		Payload:     payload,
-		Signatures:  []signature{{KeyID: s.KeyID(), Sig: s.sign(pae(PayloadType, payload))}},
-	}
-	b, err := canonicalJSON(&env)
-	if err != nil {
+	sig := s.sign(pae(PayloadType, payload))
+	keyID := s.KeyID()
+	if err := checkHex("key id", keyID); err != nil {
 		return nil, fmt.Errorf("encode envelope: %w", err)
 	}
-	return append(b, '\n'), nil
+	const (
+		open1 = `{"payloadType":"` + PayloadType + `","payload":"`
+		open2 = `","signatures":[{"keyid":"`
+		open3 = `","sig":"`
+		end   = `"}]}` + "\n"
+	)
+	enc := base64.StdEncoding
+	b := make([]byte, 0, len(open1)+enc.EncodedLen(len(payload))+len(open2)+len(keyID)+len(open3)+enc.EncodedLen(len(sig))+len(end))
+	b = append(b, open1...)
+	b = enc.AppendEncode(b, payload)
+	b = append(b, open2...)
+	b = append(b, keyID...)
+	b = append(b, open3...)
+	b = enc.AppendEncode(b, sig)
+	return append(b, end...), nil
 }
 
 // open parses envelope file bytes of at most max bytes strictly and checks

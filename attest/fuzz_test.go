@@ -38,13 +38,13 @@ func FuzzVerifyStatement(f *testing.F) {
 	})
 }
 
-// FuzzLeaf checks that parseLeaf inverts MarshalLeaf for any leaf it accepts.
+// FuzzLeaf checks that ParseLeaf inverts MarshalLeaf for any leaf it accepts.
 func FuzzLeaf(f *testing.F) {
 	for _, e := range sampleEntries() {
 		f.Add(e.MarshalLeaf())
 	}
 	f.Fuzz(func(t *testing.T, leaf []byte) {
-		e, err := parseLeaf(leaf)
+		e, err := ParseLeaf(leaf)
 		if err != nil {
 			return
 		}
@@ -54,7 +54,7 @@ func FuzzLeaf(f *testing.F) {
 			}
 		}
 		if got := e.MarshalLeaf(); !bytes.Equal(got, leaf) {
-			t.Fatalf("MarshalLeaf(parseLeaf(%x)) = %x", leaf, got)
+			t.Fatalf("MarshalLeaf(ParseLeaf(%x)) = %x", leaf, got)
 		}
 	})
 }

@@ -64,15 +64,17 @@ func parseInToto[P any](payload []byte, ptype string) (*intoto[P], error) {
 	return st, nil
 }
 
-// makeInToto returns the canonical payload of an in-toto statement.
-func makeInToto[P any](name, digest, ptype string, pred P) ([]byte, error) {
+// makeInToto returns the canonical payload of an in-toto statement,
+// encoded into a buffer of hint bytes to begin with (it grows if the
+// payload is larger).
+func makeInToto[P any](name, digest, ptype string, pred P, hint int) ([]byte, error) {
 	st := intoto[P]{
 		Type:          StatementType,
 		Subject:       []subject{{Name: name, Digest: digestSet{SHA256: digest}}},
 		PredicateType: ptype,
 		Predicate:     pred,
 	}
-	b, err := canonicalJSON(&st)
+	b, err := canonicalJSONSized(&st, hint)
 	if err != nil {
 		return nil, fmt.Errorf("encode statement: %w", err)
 	}

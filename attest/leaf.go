@@ -176,10 +176,13 @@ func (r *leafReader) state() *State {
 	return s
 }
 
-// parseLeaf is the inverse of MarshalLeaf: it parses a leaf encoding
-// without validating the values, refusing truncated input, unknown presence
-// or digest flags, and trailing bytes. An empty xattr value parses as nil.
-func parseLeaf(b []byte) (*Entry, error) {
+// ParseLeaf is the inverse of MarshalLeaf: it parses a leaf encoding,
+// refusing truncated input, unknown presence or digest flags, and
+// trailing bytes, so MarshalLeaf of the result is b again (an empty xattr
+// value parses as nil). It does not validate the values: a caller that
+// holds leaves it did not just make checks them, with Entry.Valid or by
+// comparing MerkleRoot of the entries with a signed root.
+func ParseLeaf(b []byte) (*Entry, error) {
 	if len(b) < len(LeafTag) || string(b[:len(LeafTag)]) != LeafTag {
 		return nil, fmt.Errorf("parse leaf: missing tag %q", LeafTag)
 	}

@@ -75,20 +75,20 @@ func TestMarshalLeafLayout(t *testing.T) {
 func TestLeafRoundTrip(t *testing.T) {
 	for _, e := range sampleEntries() {
 		leaf := e.MarshalLeaf()
-		got, err := parseLeaf(leaf)
+		got, err := ParseLeaf(leaf)
 		if err != nil {
-			t.Fatalf("parseLeaf(%q): %v", string(e.Path), err)
+			t.Fatalf("ParseLeaf(%q): %v", string(e.Path), err)
 		}
 		if !reflect.DeepEqual(*got, e) {
-			t.Errorf("parseLeaf round trip of %q:\n got %+v\nwant %+v", string(e.Path), *got, e)
+			t.Errorf("ParseLeaf round trip of %q:\n got %+v\nwant %+v", string(e.Path), *got, e)
 		}
 		for n := range len(leaf) {
-			if _, err := parseLeaf(leaf[:n]); err == nil {
-				t.Fatalf("parseLeaf accepted %d of %d bytes of %q", n, len(leaf), string(e.Path))
+			if _, err := ParseLeaf(leaf[:n]); err == nil {
+				t.Fatalf("ParseLeaf accepted %d of %d bytes of %q", n, len(leaf), string(e.Path))
 			}
 		}
-		if _, err := parseLeaf(append(leaf, 0)); err == nil {
-			t.Errorf("parseLeaf accepted a trailing byte")
+		if _, err := ParseLeaf(append(leaf, 0)); err == nil {
+			t.Errorf("ParseLeaf accepted a trailing byte")
 		}
 	}
 }

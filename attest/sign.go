@@ -23,7 +23,7 @@ func SignLaunch(s *Signer, l *LaunchRecord) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sign launch: encode: %w", err)
 	}
-	payload, err := makeInToto(launchSubjectPrefix+l.SessionID, predicateDigest(pred), LaunchPredicateType, pj)
+	payload, err := makeInToto(launchSubjectPrefix+l.SessionID, predicateDigest(pred), LaunchPredicateType, pj, 2*len(pred))
 	if err != nil {
 		return nil, fmt.Errorf("sign launch: %w", err)
 	}
@@ -61,7 +61,8 @@ func SignStatement(s *Signer, st *Statement) ([]byte, error) {
 	if err := st.validate(); err != nil {
 		return nil, fmt.Errorf("sign statement: %w", err)
 	}
-	payload, err := makeInToto(StatementSubject, hex.EncodeToString(root), StatementPredicateType, st.toJSON())
+	payload, err := makeInToto(StatementSubject, hex.EncodeToString(root), StatementPredicateType, st.toJSON(),
+		payloadHint(len(st.Entries)+len(st.Applied), len(st.Incomplete)+len(st.Excluded)+len(st.Violations)))
 	if err != nil {
 		return nil, fmt.Errorf("sign statement: %w", err)
 	}
@@ -69,6 +70,12 @@ func SignStatement(s *Signer, st *Statement) ([]byte, error) {
 		return nil, fmt.Errorf("sign statement: %w", err)
 	}
 	return seal(s, payload)
+}
+
+// payloadHint is a first guess at the size of a payload listing entries
+// and reasons: a change is about 200 bytes of JSON with a short path.
+func payloadHint(entries, reasons int) int {
+	return 4096 + 256*entries + 256*reasons
 }
 
 // predicateDigest is the launch subject's digest: the lowercase hex SHA-256
