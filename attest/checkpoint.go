@@ -312,12 +312,12 @@ func (l *CheckpointLog) Append(s *Signer, c *Checkpoint) ([]byte, error) {
 	// validate has refused every value without one spelling, so the
 	// encoding is canonical and reads back as c (a test proves it);
 	// unlike SignStatement, which runs once, Append does not parse it again.
-	payload, err := makeInToto(StatementSubject, hex.EncodeToString(c.Root), CheckpointPredicateType, c.toJSON(),
+	roomy, err := makeInToto(StatementSubject, hex.EncodeToString(c.Root), CheckpointPredicateType, c.toJSON(),
 		payloadHint(len(c.Entries), len(c.Incomplete)))
 	if err != nil {
 		return nil, fmt.Errorf("sign checkpoint: %w", err)
 	}
-	env, err := seal(s, payload)
+	env, err := sealInPlace(s, roomy)
 	if err != nil {
 		return nil, err
 	}

@@ -35,15 +35,14 @@ func canonicalJSON(v any) ([]byte, error) {
 	return json.Marshal(v, encodeOptions)
 }
 
-// canonicalJSONSized is canonicalJSON written into a buffer of hint bytes
-// to begin with, which spares a large value the copies of a buffer grown
-// step by step and the final copy out of the encoder.
-func canonicalJSONSized(v any, hint int) ([]byte, error) {
-	buf := bytes.NewBuffer(make([]byte, 0, max(hint, 512)))
-	if err := json.MarshalWrite(buf, v, encodeOptions); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
+// appendWriter appends what is written to b. (The encoder treats a
+// bytes.Buffer specially and grows it to keep a quarter of it free,
+// which copies a large output several times.)
+type appendWriter struct{ b []byte }
+
+func (w *appendWriter) Write(p []byte) (int, error) {
+	w.b = append(w.b, p...)
+	return len(p), nil
 }
 
 // strictJSON decodes exactly one JSON value from b into v, refusing unknown

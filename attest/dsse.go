@@ -1,7 +1,6 @@
 package attest
 
 import (
-	"bytes"
 	"crypto/ed25519"
 	"encoding/base64"
 	"fmt"
@@ -31,26 +30,50 @@ type signature struct {
 // pae is DSSE's pre-authentication encoding, the bytes a signature covers:
 // "DSSEv1" SP LEN(type) SP type SP LEN(body) SP body, lengths in decimal.
 func pae(typ string, body []byte) []byte {
-	var b bytes.Buffer
-	b.Grow(len("DSSEv1   ") + 2*20 + len(typ) + len(body))
-	b.WriteString("DSSEv1 ")
-	b.WriteString(strconv.Itoa(len(typ)))
-	b.WriteByte(' ')
-	b.WriteString(typ)
-	b.WriteByte(' ')
-	b.WriteString(strconv.Itoa(len(body)))
-	b.WriteByte(' ')
-	b.Write(body)
-	return b.Bytes()
+	b := make([]byte, 0, len("DSSEv1   ")+2*20+len(typ)+len(body))
+	return append(appendPAEHeader(b, typ, len(body)), body...)
 }
 
-// seal signs payload and returns the envelope file bytes. It writes the
-// canonical JSON of the envelope directly, into a buffer of its exact
-// size: every member is plain ASCII that needs no escaping (the payload
-// type, a hex key ID, base64), so the spelling is fixed.
+// appendPAEHeader appends pae up to a body of n bytes.
+func appendPAEHeader(b []byte, typ string, n int) []byte {
+	b = append(b, "DSSEv1 "...)
+	b = strconv.AppendInt(b, int64(len(typ)), 10)
+	b = append(b, ' ')
+	b = append(b, typ...)
+	b = append(b, ' ')
+	b = strconv.AppendInt(b, int64(n), 10)
+	return append(b, ' ')
+}
+
+// payloadRoom is the room makeInToto leaves in front of a payload for its
+// pre-authentication header, so that signing a large payload copies
+// nothing (see sealInPlace).
+const payloadRoom = 96
+
+// seal signs payload and returns the envelope file bytes.
 func seal(s *Signer, payload []byte) ([]byte, error) {
-	sig := s.sign(pae(PayloadType, payload))
-	keyID := s.KeyID()
+	return envelopeFile(s.KeyID(), payload, s.sign(pae(PayloadType, payload)))
+}
+
+// sealInPlace is seal for roomy[payloadRoom:], writing its pae header
+// into the room in front of it.
+func sealInPlace(s *Signer, roomy []byte) ([]byte, error) {
+	payload := roomy[payloadRoom:]
+	var h [payloadRoom]byte
+	head := appendPAEHeader(h[:0], PayloadType, len(payload))
+	if len(head) > payloadRoom {
+		return seal(s, payload)
+	}
+	msg := roomy[payloadRoom-len(head):]
+	copy(msg, head)
+	return envelopeFile(s.KeyID(), payload, s.sign(msg))
+}
+
+// envelopeFile returns the file bytes of the envelope of payload with its
+// one signature. It writes the canonical JSON directly, into a buffer of
+// its exact size: every member is plain ASCII that needs no escaping (the
+// payload type, a hex key ID, base64), so the spelling is fixed.
+func envelopeFile(keyID string, payload, sig []byte) ([]byte, error) {
 	if err := checkHex("key id", keyID); err != nil {
 		return nil, fmt.Errorf("encode envelope: %w", err)
 	}

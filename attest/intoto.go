@@ -3,6 +3,7 @@ package attest
 import (
 	"fmt"
 
+	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 )
 
@@ -64,19 +65,19 @@ func parseInToto[P any](payload []byte, ptype string) (*intoto[P], error) {
 	return st, nil
 }
 
-// makeInToto returns the canonical payload of an in-toto statement,
-// encoded into a buffer of hint bytes to begin with (it grows if the
-// payload is larger).
-func makeInToto[P any](name, digest, ptype string, pred P, hint int) ([]byte, error) {
+// makeInToto returns the canonical payload of an in-toto statement behind
+// payloadRoom bytes of room (for sealInPlace), encoded into a buffer of
+// hint bytes to begin with (it grows if the payload is larger).
+func makeInToto[P any](name, digest, ptype string, pred P, hint int) (roomy []byte, err error) {
 	st := intoto[P]{
 		Type:          StatementType,
 		Subject:       []subject{{Name: name, Digest: digestSet{SHA256: digest}}},
 		PredicateType: ptype,
 		Predicate:     pred,
 	}
-	b, err := canonicalJSONSized(&st, hint)
-	if err != nil {
+	w := &appendWriter{b: make([]byte, payloadRoom, payloadRoom+max(hint, 512))}
+	if err := json.MarshalWrite(w, &st, encodeOptions); err != nil {
 		return nil, fmt.Errorf("encode statement: %w", err)
 	}
-	return b, nil
+	return w.b, nil
 }

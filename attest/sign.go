@@ -23,16 +23,16 @@ func SignLaunch(s *Signer, l *LaunchRecord) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sign launch: encode: %w", err)
 	}
-	payload, err := makeInToto(launchSubjectPrefix+l.SessionID, predicateDigest(pred), LaunchPredicateType, pj, 2*len(pred))
+	roomy, err := makeInToto(launchSubjectPrefix+l.SessionID, predicateDigest(pred), LaunchPredicateType, pj, 2*len(pred))
 	if err != nil {
 		return nil, fmt.Errorf("sign launch: %w", err)
 	}
 	// The payload must read back as it was written; this refuses values
 	// without one spelling before they are signed.
-	if _, err := parseLaunchPayload(payload); err != nil {
+	if _, err := parseLaunchPayload(roomy[payloadRoom:]); err != nil {
 		return nil, fmt.Errorf("sign launch: %w", err)
 	}
-	return seal(s, payload)
+	return sealInPlace(s, roomy)
 }
 
 // SignStatement sets st.KeyID to the signer's key ID, st.Root and st.Count
@@ -61,15 +61,15 @@ func SignStatement(s *Signer, st *Statement) ([]byte, error) {
 	if err := st.validate(); err != nil {
 		return nil, fmt.Errorf("sign statement: %w", err)
 	}
-	payload, err := makeInToto(StatementSubject, hex.EncodeToString(root), StatementPredicateType, st.toJSON(),
+	roomy, err := makeInToto(StatementSubject, hex.EncodeToString(root), StatementPredicateType, st.toJSON(),
 		payloadHint(len(st.Entries)+len(st.Applied), len(st.Incomplete)+len(st.Excluded)+len(st.Violations)))
 	if err != nil {
 		return nil, fmt.Errorf("sign statement: %w", err)
 	}
-	if _, err := parseStatementPayload(payload); err != nil {
+	if _, err := parseStatementPayload(roomy[payloadRoom:]); err != nil {
 		return nil, fmt.Errorf("sign statement: %w", err)
 	}
-	return seal(s, payload)
+	return sealInPlace(s, roomy)
 }
 
 // payloadHint is a first guess at the size of a payload listing entries
