@@ -324,8 +324,8 @@ mkdir "$(printf 'dir\nwith\001ctl')"; echo n > "$(printf 'dir\nwith\001ctl')/$(p
 			}},
 		{name: "sparse-1TiB", users: []string{"root"}, tree: hostileTree, flags: []string{"--digest-cap", "1MiB"},
 			codes:  []attest.Code{attest.DigestCap},
-			script: `truncate -s 1T huge; echo tail >> huge`,
-			noDiff: true, // the naive walker would read a whole TiB
+			script: `truncate -s 1099511627776 huge; echo tail >> huge`, // 1 TiB; busybox has no T suffix
+			noDiff: true,                                                // the naive walker would read a whole TiB
 			check: func(t *testing.T, r *hostileRun) {
 				if e := r.entry(t, "huge"); e.New.Size != 1<<40+5 || e.New.SHA256 != nil || len(r.statement.Entries) != 2 {
 					t.Errorf("huge: size %d, digest %x; %d entries", e.New.Size, e.New.SHA256, len(r.statement.Entries))
@@ -382,12 +382,12 @@ grep -rl "PRIVATE KEY" / --exclude-dir=proc --exclude-dir=sys 2>/dev/null | head
 		{name: "background-writer", users: []string{"root", "nobody"}, tree: hostileTree,
 			codes: []attest.Code{attest.AgentOutlived},
 			script: `(i=0; while :; do echo $i >> bg.log; i=$((i+1)); done) >/dev/null 2>&1 &
-(sleep 0.3; echo late > late.txt) >/dev/null 2>&1 &
+(while kill -0 $$ 2>/dev/null; do sleep 0.01; done; sleep 1; echo late > late.txt) >/dev/null 2>&1 &
 sleep 0.1; echo main > main.txt`,
 			check: func(t *testing.T, r *hostileRun) {
 				r.entry(t, "main.txt")
 				if _, err := os.Stat(filepath.Join(r.e.ws, "late.txt")); err == nil {
-					t.Errorf("late.txt written by a process that should have been killed")
+					t.Errorf("late.txt written a second after the main process ended, by a process that should have been killed")
 				}
 			}},
 		// The agent fills the state dir's filesystem: the statement still
