@@ -10,7 +10,7 @@ mkdir -p "$out/tests"
 export CGO_ENABLED=0
 go build -o "$out/layerseal" ./cmd/layerseal
 go build -o "$out/nostatx" ./kernel-tests/nostatx
-for pkg in . ./overlay ./nsrun ./probe ./internal/linux ./cmd/layerseal ./kernel-tests; do
+for pkg in . ./overlay ./nsrun ./probe ./internal/linux ./internal/oracle ./cmd/layerseal ./kernel-tests; do
 	set -- "$pkg"/*_test.go
 	[ -e "$1" ] || continue
 	name=$(echo "${pkg#./}" | tr / -)
