@@ -51,7 +51,8 @@ func RacyWindow() time.Duration {
 type Index struct {
 	recs  []record
 	arena []byte
-	// Time is when the probe began, from CLOCK_REALTIME.
+	// Time is when the probe began, from CLOCK_REALTIME_COARSE: the clock
+	// of file times (linux.CoarseNow).
 	Time time.Time
 	// Window is the RacyWindow the probe used.
 	Window time.Duration
@@ -112,7 +113,7 @@ var ErrTooMany = errors.New("too many entries")
 // into other mounts (their root is recorded, as a change of it is). It
 // costs one statx per entry and about 48 bytes plus the path per entry.
 func Scan(root string, opt ScanOptions) (*Index, error) {
-	x := &Index{Time: time.Now(), Window: RacyWindow()}
+	x := &Index{Time: linux.CoarseNow(), Window: RacyWindow()}
 	fd, err := linux.Openat(unix.AT_FDCWD, root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW)
 	if err != nil {
 		return nil, fmt.Errorf("probe %q: %w", root, err)

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/layerseal/layerseal/internal/linux"
 )
 
 func scan(t *testing.T, root string) *Index {
@@ -124,7 +126,7 @@ func TestDigestSeesHiddenChanges(t *testing.T) {
 		near := 0 // rounds whose probe began within half the window of the write
 		for round := 0; round < 20 || near == 0 && round < 200; round++ {
 			time.Sleep(2 * RacyWindow())
-			written := time.Now()
+			written := linux.CoarseNow() // the clock of ctime and of p1.Time
 			mkfile(t, f, "DDDD")
 			p1 := scan(t, root)
 			// Same size, same mtime if in the same tick, right after the
@@ -134,9 +136,9 @@ func TestDigestSeesHiddenChanges(t *testing.T) {
 			if p2.Unchanged(p1) {
 				t.Fatal("a write right after a probe reads as unchanged")
 			}
-			// The coarse ctime lags the write by at most half the window,
-			// so a probe begun within the other half must call it racy; a
-			// busy machine may start it later.
+			// The file's ctime is at least written, on the same coarse
+			// clock as the probe's start, so a probe begun within the
+			// window must call it racy; a busy machine may start it later.
 			if p1.Time.Sub(written) > p1.Window/2 {
 				continue
 			}
