@@ -25,17 +25,20 @@ const (
 	// ReportEnv names a file the session test writes its findings to, one
 	// "key value" line each, for the matrix.
 	ReportEnv = "LAYERSEAL_KT_REPORT"
-	// InjectFailureEnv=1 makes TestInjectedFailure fail: the harness's
-	// proof that a failing test in a guest fails the matrix.
+	// InjectFailureEnv=1 makes the suite fail (see TestMain): the
+	// harness's proof that a failing test in a guest fails the matrix.
 	InjectFailureEnv = "LAYERSEAL_KT_INJECT_FAILURE"
 )
 
-// TestInjectedFailure fails on request and is skipped otherwise.
-func TestInjectedFailure(t *testing.T) {
-	if os.Getenv(InjectFailureEnv) != "1" {
-		t.Skipf("fails only with %s=1", InjectFailureEnv)
+// TestMain fails the whole suite when InjectFailureEnv=1, before any test
+// runs: the harness's proof that a failing suite in a guest fails the
+// matrix.
+func TestMain(m *testing.M) {
+	if os.Getenv(InjectFailureEnv) == "1" {
+		fmt.Fprintf(os.Stderr, "--- FAIL: failure injected with %s=1\nFAIL\n", InjectFailureEnv)
+		os.Exit(1)
 	}
-	t.Fatalf("failure injected with %s=1", InjectFailureEnv)
+	os.Exit(m.Run())
 }
 
 // cliPath returns the layerseal binary to test.
