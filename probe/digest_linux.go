@@ -273,9 +273,13 @@ const recordSize = 48
 
 // Unchanged reports whether a checkpoint may skip walking: x (the probe
 // just taken) has the digest of prev (the probe of the last checkpoint),
-// holds no racy entry and was not taken while the tree changed.
+// neither was taken while the tree changed, and neither holds a racy
+// entry. It is prev's racy entries that matter: a write after prev in the
+// same clock tick as prev's view of an entry leaves its tuple as prev saw
+// it, and only prev, whose start is that tick, can tell (x, begun after
+// the clock moved on, may not).
 func (x *Index) Unchanged(prev *Index) bool {
-	return prev != nil && !x.Unsettled && !prev.Unsettled && x.racy == 0 && x.digest == prev.digest
+	return prev != nil && !x.Unsettled && !prev.Unsettled && prev.racy == 0 && x.racy == 0 && x.digest == prev.digest
 }
 
 // ComparePaths orders slash-separated paths by their components, each
