@@ -42,7 +42,6 @@ failed=0
 left_out() {
 	case $1 in
 	cmd-layerseal) echo '^(TestCheckpoint|TestHostile|TestStageDiffApplyDiscard$|TestSweepProtected$)' ;;
-	root) echo '^TestCheckpointUnstableFile$' ;;
 	esac
 }
 
