@@ -502,27 +502,6 @@ func (a *applier) dropTemp(dirfd int, tmp string, err error) {
 	}
 }
 
-// applyTypeBits maps a Type to its S_IFMT bits.
-func applyTypeBits(t attest.Type) uint32 {
-	switch t {
-	case attest.File:
-		return unix.S_IFREG
-	case attest.Dir:
-		return unix.S_IFDIR
-	case attest.Symlink:
-		return unix.S_IFLNK
-	case attest.FIFO:
-		return unix.S_IFIFO
-	case attest.Socket:
-		return unix.S_IFSOCK
-	case attest.CharDev:
-		return unix.S_IFCHR
-	case attest.BlockDev:
-		return unix.S_IFBLK
-	}
-	return 0
-}
-
 // deleteAll removes every deleted path and the old file of every type
 // change, deepest first. A path already gone counts as removed.
 func (a *applier) deleteAll() error {
@@ -556,7 +535,7 @@ func (a *applier) remove(e *attest.Entry) error {
 	}
 	isDir := st.Mode&unix.S_IFMT == unix.S_IFDIR
 	if e.Change == attest.TypeChange {
-		if st.Mode&unix.S_IFMT == applyTypeBits(e.New.Type) {
+		if st.Mode&unix.S_IFMT == typeBits(e.New.Type) {
 			return nil // the new file is already there (an earlier run)
 		}
 		if isDir {
@@ -811,7 +790,7 @@ func (a *applier) makeNode(i int, e *attest.Entry, dirfd int, base string) error
 		if e.New.Type == attest.CharDev || e.New.Type == attest.BlockDev {
 			rdev = e.New.Rdev
 		}
-		err = linux.Mknodat(dirfd, tmp, applyTypeBits(e.New.Type)|0o600, rdev)
+		err = linux.Mknodat(dirfd, tmp, typeBits(e.New.Type)|0o600, rdev)
 	}
 	if err != nil {
 		return &ApplyError{Path: e.Path, Op: "create", Err: err}

@@ -607,22 +607,34 @@ func readTarget(n node) (attest.Path, error) {
 	return attest.Path(t), err
 }
 
+// fileTypes pairs each file type with its S_IFMT bits.
+var fileTypes = []struct {
+	t    attest.Type
+	bits uint32
+}{
+	{attest.File, unix.S_IFREG}, {attest.Dir, unix.S_IFDIR}, {attest.Symlink, unix.S_IFLNK},
+	{attest.FIFO, unix.S_IFIFO}, {attest.Socket, unix.S_IFSOCK},
+	{attest.CharDev, unix.S_IFCHR}, {attest.BlockDev, unix.S_IFBLK},
+}
+
+// fileType is the type of a file of st_mode mode.
 func fileType(mode uint32) attest.Type {
-	switch mode & unix.S_IFMT {
-	case unix.S_IFDIR:
-		return attest.Dir
-	case unix.S_IFLNK:
-		return attest.Symlink
-	case unix.S_IFIFO:
-		return attest.FIFO
-	case unix.S_IFSOCK:
-		return attest.Socket
-	case unix.S_IFCHR:
-		return attest.CharDev
-	case unix.S_IFBLK:
-		return attest.BlockDev
+	for _, ft := range fileTypes {
+		if mode&unix.S_IFMT == ft.bits {
+			return ft.t
+		}
 	}
 	return attest.File
+}
+
+// typeBits is the S_IFMT bits of type t, 0 for an unknown type.
+func typeBits(t attest.Type) uint32 {
+	for _, ft := range fileTypes {
+		if ft.t == t {
+			return ft.bits
+		}
+	}
+	return 0
 }
 
 // isWhiteout reports whether st is overlay's whiteout: a 0:0 char device.
