@@ -355,21 +355,7 @@ func TestCheckpointIncrementalMatchesFresh(t *testing.T) {
 		if res.Hashed >= 60*4 {
 			t.Fatalf("round %d: hashed %d bytes: not incremental", round, res.Hashed)
 		}
-		env, err := os.ReadFile(res.File)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c, err := attest.VerifyCheckpoint(env, e.pub)
-		if err != nil {
-			t.Fatal(err)
-		}
-		want, err := overlay.Read(e.upper, e.lower, overlay.ReadOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !reflect.DeepEqual(c.Entries, want.Entries) {
-			t.Fatalf("round %d: checkpoint lists %d entries, a fresh read %d:\n%+v\nwant\n%+v", round, len(c.Entries), len(want.Entries), c.Entries, want.Entries)
-		}
+		e.matchesFreshRead(res, fmt.Sprintf("round %d", round))
 	}
 }
 
@@ -421,21 +407,7 @@ func TestCheckpointChangesFile(t *testing.T) {
 	e.write("new", "new")
 	e.settle()
 	res := e.take()
-	env, err := os.ReadFile(res.File)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := attest.VerifyCheckpoint(env, e.pub)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want, err := overlay.Read(e.upper, e.lower, overlay.ReadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !reflect.DeepEqual(c.Entries, want.Entries) {
-		t.Fatalf("checkpoint after a bad changes file lists %d entries, a fresh read %d", len(c.Entries), len(want.Entries))
-	}
+	c, env := e.matchesFreshRead(res, "after a bad changes file")
 	// That checkpoint wrote its own; the session's end removes it.
 	if _, err := readChanges(e.cp.changes, res.Seq, c.Root); err != nil {
 		t.Fatalf("changes of checkpoint %d: %v", res.Seq, err)
@@ -446,4 +418,27 @@ func TestCheckpointChangesFile(t *testing.T) {
 	if _, err := os.Stat(e.cp.changes); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("changes file left after the session: %v", err)
 	}
+}
+
+// matchesFreshRead fails unless checkpoint res lists what a read from
+// scratch of the same upper layer gives, and returns the checkpoint and its
+// file.
+func (e *cpEnv) matchesFreshRead(res *CheckpointResult, when string) (*attest.Checkpoint, []byte) {
+	e.t.Helper()
+	env, err := os.ReadFile(res.File)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	c, err := attest.VerifyCheckpoint(env, e.pub)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	want, err := overlay.Read(e.upper, e.lower, overlay.ReadOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if !reflect.DeepEqual(c.Entries, want.Entries) {
+		e.t.Fatalf("%s: checkpoint lists %d entries, a fresh read %d:\n%+v\nwant\n%+v", when, len(c.Entries), len(want.Entries), c.Entries, want.Entries)
+	}
+	return c, env
 }

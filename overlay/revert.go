@@ -198,20 +198,7 @@ func (rv *reverter) last(udir, ldir int, name string, merged bool) error {
 			return nil
 		}
 		if isDirStat(ust) && isDirStat(lst) {
-			fd, err := linux.OpenBeneath(udir, name, unix.O_RDONLY|unix.O_DIRECTORY)
-			if err != nil {
-				return err
-			}
-			defer unix.Close(fd)
-			lfd, err := linux.OpenBeneath(ldir, name, unix.O_PATH)
-			if err != nil {
-				return err
-			}
-			defer unix.Close(lfd)
-			if err := linux.Removexattr(fd, rv.private+"opaque"); err != nil && !errors.Is(err, unix.ENODATA) {
-				return err
-			}
-			return rv.dirMeta(fd, lfd, lst)
+			return rv.dirAsLower(udir, ldir, name, lst, false)
 		}
 		return rv.removeUpper(udir, name, ust)
 	}
@@ -276,20 +263,7 @@ func (rv *reverter) holder(udir, ldir int, name string, lst linux.Stat) error {
 	if err := linux.Mkdirat(udir, name, 0o700); err != nil {
 		return err
 	}
-	fd, err := linux.OpenBeneath(udir, name, unix.O_RDONLY|unix.O_DIRECTORY)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(fd)
-	lfd, err := linux.OpenBeneath(ldir, name, unix.O_PATH)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(lfd)
-	if err := linux.Setxattr(fd, rv.private+"opaque", []byte("y")); err != nil {
-		return err
-	}
-	return rv.dirMeta(fd, lfd, lst)
+	return rv.dirAsLower(udir, ldir, name, lst, true)
 }
 
 // dirMeta gives the upper directory open at fd the owner, mode, user
@@ -487,4 +461,28 @@ func openPath(dir int, name string, st linux.Stat) (int, error) {
 		return linux.Openat(dir, name, unix.O_PATH|unix.O_NOFOLLOW)
 	}
 	return linux.OpenBeneath(dir, name, unix.O_PATH)
+}
+
+// dirAsLower gives the upper directory name the lower one's metadata and
+// makes it opaque, or not.
+func (rv *reverter) dirAsLower(udir, ldir int, name string, lst linux.Stat, opaque bool) error {
+	fd, err := linux.OpenBeneath(udir, name, unix.O_RDONLY|unix.O_DIRECTORY)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	lfd, err := linux.OpenBeneath(ldir, name, unix.O_PATH)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(lfd)
+	if opaque {
+		err = linux.Setxattr(fd, rv.private+"opaque", []byte("y"))
+	} else if err = linux.Removexattr(fd, rv.private+"opaque"); errors.Is(err, unix.ENODATA) {
+		err = nil
+	}
+	if err != nil {
+		return err
+	}
+	return rv.dirMeta(fd, lfd, lst)
 }
