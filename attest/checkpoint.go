@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -36,13 +37,27 @@ const MaxCheckpointSize = MaxStatementSize
 //	                 checkpoint same_as, whose changes this one repeats
 //	                 without listing them
 //	same_as          decimal string; omitted unless unchanged
-//	root, count, complete, incomplete, changes, stats   as in a statement;
-//	                 changes is empty when unchanged
+//	base             decimal string; omitted when the checkpoint lists all
+//	                 its changes. Otherwise the checkpoint lists only what
+//	                 differs from the changes of checkpoint base, the last
+//	                 one before it that walked: in changes, every entry
+//	                 that is new or not the same (by leaf encoding), and in
+//	                 removed, every path base listed that this one does not.
+//	root, count, complete, incomplete, stats   as in a statement, of all
+//	                 the changes so far (listed or not)
+//	changes          the entries listed, sorted by path bytes; empty when
+//	                 unchanged
+//	removed          paths, sorted by bytes; empty unless base is set
 //	log              {"size": decimal string (= seq), "root": hex,
 //	                  "inclusion": [hex], "consistency": [hex]}
 //
-// The leaf hash (CheckpointLeaf) covers every member but changes (bound
-// through root) and log.
+// A checkpoint that walks after another lists only the difference, so a
+// checkpoint costs, in bytes, what changed since the last one, not what
+// changed since the session began; Resolve (or VerifyChain) gives back
+// its whole change list and checks it against root.
+//
+// The leaf hash (CheckpointLeaf) covers every member but changes and
+// removed (bound through root) and log.
 type Checkpoint struct {
 	SessionID    string
 	Launch       []byte // SHA-256 of the launch record's envelope file
@@ -54,11 +69,13 @@ type Checkpoint struct {
 	ProbeEntries uint64
 	Unchanged    bool
 	SameAs       uint64 // with Unchanged: the checkpoint whose changes are repeated
-	Root         []byte // set when signed (copied from SameAs when Unchanged)
-	Count        uint64
+	Base         uint64 // not 0: Entries and Removed are the difference from checkpoint Base
+	Root         []byte // of all the changes; set when signed (copied from SameAs when Unchanged)
+	Count        uint64 // of all the changes
 	Complete     bool
 	Incomplete   []Reason
-	Entries      []Entry // nil when Unchanged
+	Entries      []Entry // the changes listed: all of them, or those new or different since Base; nil when Unchanged
+	Removed      []Path  // with Base: the paths Base listed and this one does not
 	Stats        Stats
 	Log          TreeHead // set by CheckpointLog.Append
 	Inclusion    [][]byte // of leaf Seq−1 in Log
@@ -82,6 +99,7 @@ type checkpointBodyJSON struct {
 	ProbeEntries uint64       `json:"probe_entries,string"`
 	Unchanged    bool         `json:"unchanged"`
 	SameAs       uint64       `json:"same_as,omitzero,string"`
+	Base         uint64       `json:"base,omitzero,string"`
 	Root         string       `json:"root"`
 	Count        uint64       `json:"count,string"`
 	Complete     bool         `json:"complete"`
@@ -100,11 +118,13 @@ type checkpointJSON struct {
 	ProbeEntries uint64       `json:"probe_entries,string"`
 	Unchanged    bool         `json:"unchanged"`
 	SameAs       uint64       `json:"same_as,omitzero,string"`
+	Base         uint64       `json:"base,omitzero,string"`
 	Root         string       `json:"root"`
 	Count        uint64       `json:"count,string"`
 	Complete     bool         `json:"complete"`
 	Incomplete   []reasonJSON `json:"incomplete"`
 	Changes      []entryJSON  `json:"changes"`
+	Removed      []Path       `json:"removed"`
 	Stats        statsJSON    `json:"stats"`
 	Log          logJSON      `json:"log"`
 }
@@ -120,7 +140,7 @@ func (c *Checkpoint) body() *checkpointBodyJSON {
 	b := &checkpointBodyJSON{
 		SessionID: c.SessionID, Launch: hexOrEmpty(c.Launch), KeyID: c.KeyID, Workspace: c.Workspace,
 		Seq: c.Seq, Taken: formatTime(c.Taken), Probe: hexOrEmpty(c.Probe), ProbeEntries: c.ProbeEntries,
-		Unchanged: c.Unchanged, SameAs: c.SameAs, Root: hexOrEmpty(c.Root), Count: c.Count,
+		Unchanged: c.Unchanged, SameAs: c.SameAs, Base: c.Base, Root: hexOrEmpty(c.Root), Count: c.Count,
 		Complete: c.Complete, Incomplete: make([]reasonJSON, len(c.Incomplete)), Stats: statsJSON(c.Stats),
 	}
 	for i, r := range c.Incomplete {
@@ -134,8 +154,8 @@ func (c *Checkpoint) toJSON() *checkpointJSON {
 	j := &checkpointJSON{
 		SessionID: b.SessionID, Launch: b.Launch, KeyID: b.KeyID, Workspace: b.Workspace, Seq: b.Seq,
 		Taken: b.Taken, Probe: b.Probe, ProbeEntries: b.ProbeEntries, Unchanged: b.Unchanged,
-		SameAs: b.SameAs, Root: b.Root, Count: b.Count, Complete: b.Complete, Incomplete: b.Incomplete,
-		Changes: make([]entryJSON, len(c.Entries)), Stats: b.Stats,
+		SameAs: b.SameAs, Base: b.Base, Root: b.Root, Count: b.Count, Complete: b.Complete, Incomplete: b.Incomplete,
+		Changes: make([]entryJSON, len(c.Entries)), Removed: append([]Path{}, c.Removed...), Stats: b.Stats,
 		Log: logJSON{Size: c.Log.Size, Root: hexOrEmpty(c.Log.Root), Inclusion: hexList(c.Inclusion), Consistency: hexList(c.Consistency)},
 	}
 	for i := range c.Entries {
@@ -156,7 +176,7 @@ func hexList(hs [][]byte) []string {
 func (j *checkpointJSON) fromJSON() (*Checkpoint, error) {
 	c := &Checkpoint{
 		SessionID: j.SessionID, KeyID: j.KeyID, Workspace: j.Workspace, Seq: j.Seq,
-		ProbeEntries: j.ProbeEntries, Unchanged: j.Unchanged, SameAs: j.SameAs, Count: j.Count,
+		ProbeEntries: j.ProbeEntries, Unchanged: j.Unchanged, SameAs: j.SameAs, Base: j.Base, Count: j.Count,
 		Complete: j.Complete, Stats: Stats(j.Stats), Log: TreeHead{Size: j.Log.Size},
 	}
 	var err error
@@ -197,6 +217,7 @@ func (j *checkpointJSON) fromJSON() (*Checkpoint, error) {
 		}
 		c.Entries = append(c.Entries, e)
 	}
+	c.Removed = j.Removed
 	return c, nil
 }
 
@@ -221,11 +242,20 @@ func (c *Checkpoint) validate() error {
 	if c.Unchanged != (c.SameAs != 0) || c.SameAs >= c.Seq {
 		return fmt.Errorf("unchanged %t with same_as %d at seq %d", c.Unchanged, c.SameAs, c.Seq)
 	}
+	if c.Base >= c.Seq || c.Unchanged && c.Base != 0 {
+		return fmt.Errorf("base %d at seq %d (unchanged %t)", c.Base, c.Seq, c.Unchanged)
+	}
 	if c.Unchanged && len(c.Entries) != 0 {
 		return errors.New("unchanged checkpoint lists changes")
 	}
-	if !c.Unchanged && c.Count != uint64(len(c.Entries)) {
+	if c.Base == 0 && len(c.Removed) != 0 {
+		return errors.New("checkpoint without base lists removed paths")
+	}
+	if !c.Unchanged && c.Base == 0 && c.Count != uint64(len(c.Entries)) {
 		return fmt.Errorf("count %d but %d entries", c.Count, len(c.Entries))
+	}
+	if err := checkRemoved(c.Removed, c.Entries); err != nil {
+		return err
 	}
 	if c.Complete != (len(c.Incomplete) == 0) {
 		return fmt.Errorf("complete is %t with %d reasons", c.Complete, len(c.Incomplete))
@@ -244,9 +274,104 @@ func (c *Checkpoint) validate() error {
 	return checkTime("taken", c.Taken)
 }
 
+// checkRemoved refuses removed paths that are invalid, out of order or
+// repeated, or also listed in entries (both sorted by bytes).
+func checkRemoved(removed []Path, entries []Entry) error {
+	for i, p := range removed {
+		if err := p.Valid(); err != nil {
+			return fmt.Errorf("removed path %d: %w", i, err)
+		}
+		if i > 0 && removed[i-1] >= p {
+			return fmt.Errorf("removed paths %q and %q out of order or repeated", string(removed[i-1]), string(p))
+		}
+		if _, found := slices.BinarySearchFunc(entries, p, func(e Entry, p Path) int { return strings.Compare(string(e.Path), string(p)) }); found {
+			return fmt.Errorf("path %q is both removed and listed", string(p))
+		}
+	}
+	return nil
+}
+
+// ChangesOf returns all the changes of the last of cps, which must be
+// checkpoints 1, 2, … of one session in order (as VerifyChain, or
+// ReadCheckpoint for each, gives them): each checkpoint that lists a
+// difference is applied to the changes of the one it names, and every
+// root on the way is checked. A checkpoint naming another than the last
+// one that walked before it is ErrChain; a list without its checkpoint's
+// root is ErrNotVerified. It costs one merge and one MerkleRoot per
+// checkpoint that walked.
+func ChangesOf(cps []*Checkpoint) ([]Entry, error) {
+	var r resolver
+	for _, c := range cps {
+		if err := r.next(c); err != nil {
+			return nil, err
+		}
+	}
+	return r.list, nil
+}
+
+// resolver follows a chain: the changes of the last checkpoint that
+// walked, and its seq and root.
+type resolver struct {
+	seq  uint64
+	root []byte
+	list []Entry
+}
+
+// next resolves checkpoint c, the next of the chain.
+func (r *resolver) next(c *Checkpoint) error {
+	switch {
+	case c.Unchanged:
+		if c.SameAs != r.seq {
+			return fmt.Errorf("%w: checkpoint %d repeats checkpoint %d, not %d, the last that walked", ErrChain, c.Seq, c.SameAs, r.seq)
+		}
+		if !bytes.Equal(c.Root, r.root) || c.Count != uint64(len(r.list)) {
+			return ErrNotVerified
+		}
+		return nil
+	case c.Base != 0 && c.Base != r.seq:
+		return fmt.Errorf("%w: checkpoint %d lists its difference from checkpoint %d, not %d, the last that walked", ErrChain, c.Seq, c.Base, r.seq)
+	}
+	list := c.Entries
+	if c.Base != 0 {
+		list = applyDelta(r.list, c.Entries, c.Removed)
+	}
+	root, err := MerkleRoot(list)
+	if err != nil || !bytes.Equal(root, c.Root) || uint64(len(list)) != c.Count {
+		return ErrNotVerified
+	}
+	r.seq, r.root, r.list = c.Seq, c.Root, list
+	return nil
+}
+
+// applyDelta merges base (sorted by path bytes) with the entries that
+// replace or join it and the paths removed from it.
+func applyDelta(base, changed []Entry, removed []Path) []Entry {
+	out := make([]Entry, 0, len(base)+len(changed))
+	j, k := 0, 0
+	for i := 0; i < len(base) || j < len(changed); {
+		switch {
+		case j < len(changed) && (i == len(base) || changed[j].Path <= base[i].Path):
+			if i < len(base) && changed[j].Path == base[i].Path {
+				i++
+			}
+			out = append(out, changed[j])
+			j++
+		default:
+			for k < len(removed) && removed[k] < base[i].Path {
+				k++
+			}
+			if k == len(removed) || removed[k] != base[i].Path {
+				out = append(out, base[i])
+			}
+			i++
+		}
+	}
+	return out
+}
+
 // CheckpointLeaf returns the log leaf hash of c: the RFC 6962 leaf hash
 // of "layerseal/checkpoint/v1" 0x00 followed by the canonical JSON of
-// every predicate member but changes and log.
+// every predicate member but changes, removed and log.
 func CheckpointLeaf(c *Checkpoint) ([]byte, error) {
 	b, err := canonicalJSON(c.body())
 	if err != nil {
@@ -266,33 +391,45 @@ type CheckpointLog struct {
 func (l *CheckpointLog) Size() uint64 { return uint64(len(l.leaves)) }
 
 // Append signs c as the log's next checkpoint and returns its envelope
-// file bytes. It sets c.Seq, KeyID, Root, Count and Complete (for an
-// unchanged checkpoint Root, Count, Complete and Incomplete are copied
-// from checkpoint SameAs, which must be the last one that listed its
-// changes), the log head and both proofs. It costs MerkleRoot of the
-// entries, encoding, and O(log n) hashes per proof node over n
-// checkpoints.
+// file bytes. It sets c.Seq, KeyID, Complete, the log head and both
+// proofs, and:
+//   - for an unchanged checkpoint, Root, Count and Incomplete, copied from
+//     checkpoint SameAs, which must be the last one that walked;
+//   - for one that lists all its changes (Base 0), Root and Count, from
+//     its entries;
+//   - for one that lists the difference from checkpoint Base (the last
+//     one that walked), nothing: the caller sets Root and Count of all
+//     the changes, which Resolve checks.
+//
+// It costs MerkleRoot of the entries listed, encoding, and O(log n)
+// hashes per proof node over n checkpoints.
 func (l *CheckpointLog) Append(s *Signer, c *Checkpoint) ([]byte, error) {
 	if s == nil {
 		return nil, errors.New("sign checkpoint: no signer")
 	}
 	c.Seq = l.Size() + 1
 	c.KeyID = s.KeyID()
-	if c.Unchanged {
+	switch {
+	case c.Unchanged:
 		if l.last == nil || c.SameAs != l.last.Seq {
 			return nil, fmt.Errorf("sign checkpoint: unchanged since %d, but the last full checkpoint is not that one", c.SameAs)
 		}
-		c.Root, c.Count, c.Complete = l.last.Root, l.last.Count, l.last.Complete
+		c.Root, c.Count = l.last.Root, l.last.Count
 		c.Incomplete = l.last.Incomplete
-		c.Entries = nil
-	} else {
+		c.Entries, c.Removed, c.Base = nil, nil, 0
+	case c.Base == 0:
 		root, err := MerkleRoot(c.Entries)
 		if err != nil {
 			return nil, fmt.Errorf("sign checkpoint: %w", err)
 		}
-		c.Root, c.Count, c.Complete = root, uint64(len(c.Entries)), len(c.Incomplete) == 0
+		c.Root, c.Count, c.SameAs, c.Removed = root, uint64(len(c.Entries)), 0, nil
+	default:
+		if l.last == nil || c.Base != l.last.Seq {
+			return nil, fmt.Errorf("sign checkpoint: difference from %d, but the last full checkpoint is not that one", c.Base)
+		}
 		c.SameAs = 0
 	}
+	c.Complete = len(c.Incomplete) == 0
 	c.Log = TreeHead{Size: c.Seq, Root: make([]byte, 32)} // validated below; set after the leaf
 	if err := c.validate(); err != nil {
 		return nil, fmt.Errorf("sign checkpoint: %w", err)
@@ -313,7 +450,7 @@ func (l *CheckpointLog) Append(s *Signer, c *Checkpoint) ([]byte, error) {
 	// encoding is canonical and reads back as c (a test proves it);
 	// unlike SignStatement, which runs once, Append does not parse it again.
 	roomy, err := makeInToto(StatementSubject, hex.EncodeToString(c.Root), CheckpointPredicateType, c.toJSON(),
-		payloadHint(len(c.Entries), len(c.Incomplete)))
+		payloadHint(len(c.Entries)+len(c.Removed), len(c.Incomplete)))
 	if err != nil {
 		return nil, fmt.Errorf("sign checkpoint: %w", err)
 	}
@@ -324,7 +461,7 @@ func (l *CheckpointLog) Append(s *Signer, c *Checkpoint) ([]byte, error) {
 	l.leaves = leaves
 	if !c.Unchanged {
 		// Keep only what an unchanged checkpoint repeats, not the entries.
-		l.last = &Checkpoint{Seq: c.Seq, Root: c.Root, Count: c.Count, Complete: c.Complete, Incomplete: c.Incomplete}
+		l.last = &Checkpoint{Seq: c.Seq, Root: c.Root, Count: c.Count, Incomplete: c.Incomplete}
 	}
 	return env, nil
 }
@@ -355,9 +492,9 @@ func parseCheckpointPayload(payload []byte) (*Checkpoint, error) {
 
 // VerifyCheckpoint verifies one checkpoint's envelope file with pub, as
 // strictly as VerifyStatement, and returns it: signature and key, strict
-// one-spelling JSON, values, the Merkle root of its changes (unless it is
-// unchanged and lists none), and the inclusion of its own leaf in the log
-// head it carries. Whether the log before it is intact takes the other
+// one-spelling JSON, values, the Merkle root of its changes when it
+// lists them all (see ChangesOf for the others), and the inclusion of its
+// own leaf in the log head it carries. Whether the log before it is intact takes the other
 // checkpoints: see VerifyChain.
 func VerifyCheckpoint(env []byte, pub ed25519.PublicKey) (*Checkpoint, error) {
 	payload, err := open(env, MaxCheckpointSize, pub)
@@ -371,7 +508,7 @@ func VerifyCheckpoint(env []byte, pub ed25519.PublicKey) (*Checkpoint, error) {
 	if c.KeyID != KeyID(pub) {
 		return nil, ErrNotVerified
 	}
-	if !c.Unchanged {
+	if !c.Unchanged && c.Base == 0 {
 		root, err := MerkleRoot(c.Entries)
 		if err != nil || !bytes.Equal(root, c.Root) {
 			return nil, ErrNotVerified
@@ -417,63 +554,65 @@ var ErrChain = errors.New("checkpoint chain broken")
 // VerifyCheckpoint does; that their seqs are 1, 2, … with nothing
 // missing; that they share session, launch record, key and workspace and
 // were taken in order; that each unchanged one repeats the root, count
-// and reasons of the checkpoint it names; that each log head is the root
-// of the leaves so far, recomputed from the checkpoints themselves; and
-// every consistency proof between consecutive heads. With launchEnv not
-// nil the checkpoints must be bound to that launch record. It returns
-// the checkpoints.
-func VerifyChain(envs [][]byte, pub ed25519.PublicKey, launchEnv []byte) ([]*Checkpoint, error) {
+// and reasons of the checkpoint it names, and each that lists a
+// difference resolves to its root (ChangesOf); that each log head is the
+// root of the leaves so far, recomputed from the checkpoints themselves;
+// and every consistency proof between consecutive heads. With launchEnv
+// not nil the checkpoints must be bound to that launch record. It returns
+// the checkpoints and all the changes of the last one.
+func VerifyChain(envs [][]byte, pub ed25519.PublicKey, launchEnv []byte) ([]*Checkpoint, []Entry, error) {
 	var out []*Checkpoint
+	var r resolver
 	var leaves [][]byte
 	var launch []byte
 	if launchEnv != nil {
 		if _, err := VerifyLaunch(launchEnv, pub); err != nil {
-			return nil, fmt.Errorf("launch record: %w", err)
+			return nil, nil, fmt.Errorf("launch record: %w", err)
 		}
 		launch = sha(launchEnv)
 	}
 	for i, env := range envs {
 		c, err := VerifyCheckpoint(env, pub)
 		if err != nil {
-			return nil, fmt.Errorf("checkpoint %d: %w", i+1, err)
+			return nil, nil, fmt.Errorf("checkpoint %d: %w", i+1, err)
 		}
 		if c.Seq != uint64(i+1) {
-			return nil, fmt.Errorf("%w: checkpoint %d of the chain says it is checkpoint %d", ErrChain, i+1, c.Seq)
+			return nil, nil, fmt.Errorf("%w: checkpoint %d of the chain says it is checkpoint %d", ErrChain, i+1, c.Seq)
 		}
 		if launch != nil && !bytes.Equal(c.Launch, launch) {
-			return nil, ErrNotVerified
+			return nil, nil, ErrNotVerified
 		}
 		if i > 0 {
 			p := out[0]
 			if c.SessionID != p.SessionID || !bytes.Equal(c.Launch, p.Launch) || c.Workspace != p.Workspace {
-				return nil, fmt.Errorf("%w: checkpoint %d is of session %s, checkpoint 1 of %s", ErrChain, i+1, c.SessionID, p.SessionID)
+				return nil, nil, fmt.Errorf("%w: checkpoint %d is of session %s, checkpoint 1 of %s", ErrChain, i+1, c.SessionID, p.SessionID)
 			}
 			if c.Taken.Before(out[i-1].Taken) {
-				return nil, fmt.Errorf("%w: checkpoint %d was taken before checkpoint %d", ErrChain, i+1, i)
+				return nil, nil, fmt.Errorf("%w: checkpoint %d was taken before checkpoint %d", ErrChain, i+1, i)
 			}
 		}
-		if c.Unchanged {
-			base := out[c.SameAs-1]
-			if base.Unchanged || !bytes.Equal(base.Root, c.Root) || base.Count != c.Count || !sameReasons(base.Incomplete, c.Incomplete) {
-				return nil, ErrNotVerified
-			}
+		if err := r.next(c); err != nil {
+			return nil, nil, fmt.Errorf("checkpoint %d: %w", i+1, err)
+		}
+		if c.Unchanged && !sameReasons(out[c.SameAs-1].Incomplete, c.Incomplete) {
+			return nil, nil, ErrNotVerified
 		}
 		leaf, err := CheckpointLeaf(c)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		leaves = append(leaves, leaf)
 		if !bytes.Equal(logRoot(leaves), c.Log.Root) {
-			return nil, ErrNotVerified
+			return nil, nil, ErrNotVerified
 		}
 		if i > 0 {
 			if err := VerifyConsistency(uint64(i), c.Seq, c.Consistency, out[i-1].Log.Root, c.Log.Root); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 		}
 		out = append(out, c)
 	}
-	return out, nil
+	return out, r.list, nil
 }
 
 // CheckStatementHead checks that the final statement st is bound to the

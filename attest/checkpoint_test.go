@@ -13,8 +13,61 @@ import (
 	"time"
 )
 
+// testDelta is what a checkpoint whose changes are all lists as its
+// difference from a checkpoint whose changes are base.
+func testDelta(base, all []Entry) ([]Entry, []Path) {
+	var changed []Entry
+	var removed []Path
+	at := map[Path]Entry{}
+	for _, e := range all {
+		at[e.Path] = e
+	}
+	for _, e := range base {
+		if n, ok := at[e.Path]; !ok {
+			removed = append(removed, e.Path)
+		} else if !bytes.Equal(n.MarshalLeaf(), e.MarshalLeaf()) {
+			changed = append(changed, n)
+		}
+		delete(at, e.Path)
+	}
+	for _, e := range all {
+		if _, ok := at[e.Path]; ok {
+			changed = append(changed, e)
+		}
+	}
+	slices.SortFunc(changed, func(a, b Entry) int { return strings.Compare(string(a.Path), string(b.Path)) })
+	return changed, removed
+}
+
+// listDifference makes c list its changes, all, as the difference from
+// those of checkpoint base, base.
+func listDifference(t *testing.T, c *Checkpoint, seq uint64, base, all []Entry) {
+	t.Helper()
+	root, err := MerkleRoot(all)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Base, c.Root, c.Count = seq, root, uint64(len(all))
+	c.Entries, c.Removed = testDelta(base, all)
+}
+
+// sampleListAt is the change list of walked checkpoint i of sampleChain:
+// a growing list, with an entry modified from checkpoint 7 on and one
+// removed from checkpoint 8 on.
+func sampleListAt(i int) []Entry {
+	all := sampleEntries()[:min(i, 8)]
+	if i >= 7 {
+		all[6].New = &State{Type: File, Mode: 0o600, Size: 4, SHA256: digest("seven")}
+	}
+	if i >= 8 {
+		all = slices.Delete(all, 1, 2)
+	}
+	return all
+}
+
 // sampleChain signs n checkpoints of session: every third one unchanged
-// since the one before it, the others listing a growing change set.
+// since the one before it; the others list the growing change set of
+// sampleListAt, in full up to checkpoint 2 and as a difference after.
 func sampleChain(t *testing.T, s *Signer, n int, session string) (launchEnv []byte, envs [][]byte, log *CheckpointLog) {
 	t.Helper()
 	launchEnv, err := SignLaunch(s, sampleLaunch(session))
@@ -22,7 +75,6 @@ func sampleChain(t *testing.T, s *Signer, n int, session string) (launchEnv []by
 		t.Fatal(err)
 	}
 	log = &CheckpointLog{}
-	all := sampleEntries()
 	last := uint64(0)
 	for i := 1; i <= n; i++ {
 		c := &Checkpoint{
@@ -32,7 +84,11 @@ func sampleChain(t *testing.T, s *Signer, n int, session string) (launchEnv []by
 		if i%3 == 0 {
 			c.Unchanged, c.SameAs = true, last
 		} else {
-			c.Entries = all[:min(i, len(all))]
+			if i <= 2 {
+				c.Entries = sampleListAt(i)
+			} else {
+				listDifference(t, c, last, sampleListAt(int(last)), sampleListAt(i))
+			}
 			if i == 5 {
 				c.Incomplete = []Reason{{Code: Unstable, Path: "src/main.go", Detail: "changed while hashed"}}
 			}
@@ -52,9 +108,23 @@ func sampleChain(t *testing.T, s *Signer, n int, session string) (launchEnv []by
 func TestCheckpointChainVerifies(t *testing.T) {
 	s := testSigner(t, 1)
 	launch, envs, log := sampleChain(t, s, 8, session1)
-	cps, err := VerifyChain(envs, s.Public(), launch)
+	cps, all, err := VerifyChain(envs, s.Public(), launch)
 	if err != nil {
 		t.Fatalf("VerifyChain: %v", err)
+	}
+	if !reflect.DeepEqual(all, sampleListAt(8)) {
+		t.Errorf("the chain resolves to\n%+v\nwant\n%+v", all, sampleListAt(8))
+	}
+	if cps[7].Base != 7 || len(cps[7].Entries) != 1 || !slices.Equal(cps[7].Removed, []Path{"bin"}) || cps[7].Count != 7 {
+		t.Errorf("checkpoint 8 lists %d entries and removes %q (base %d, count %d); want 1 entry, bin removed, base 7, count 7",
+			len(cps[7].Entries), cps[7].Removed, cps[7].Base, cps[7].Count)
+	}
+	// Each prefix of the chain resolves to its last walked list.
+	for n, walked := range map[int]int{1: 1, 2: 2, 3: 2, 4: 4, 6: 5, 7: 7} {
+		got, err := ChangesOf(cps[:n])
+		if err != nil || !reflect.DeepEqual(got, sampleListAt(walked)) {
+			t.Errorf("changes of checkpoint %d: %v, %+v; want those of %d", n, err, got, walked)
+		}
 	}
 	if len(cps) != 8 || !cps[2].Unchanged || cps[2].SameAs != 2 || !bytes.Equal(cps[2].Root, cps[1].Root) {
 		t.Fatalf("unexpected chain: %+v", cps[2])
@@ -133,7 +203,7 @@ func TestCheckpointChainTampering(t *testing.T) {
 		{"another session's checkpoint", append(append([][]byte{}, envs[:2]...), other[2]), true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := VerifyChain(c.envs, s.Public(), launch)
+			_, _, err := VerifyChain(c.envs, s.Public(), launch)
 			if err == nil {
 				t.Fatal("verified")
 			}
@@ -145,7 +215,7 @@ func TestCheckpointChainTampering(t *testing.T) {
 			}
 		})
 	}
-	if _, err := VerifyChain(envs, s.Public(), launch2); !errors.Is(err, ErrNotVerified) {
+	if _, _, err := VerifyChain(envs, s.Public(), launch2); !errors.Is(err, ErrNotVerified) {
 		t.Errorf("chain verified against another launch record: %v", err)
 	}
 	if _, err := VerifyCheckpoint(envs[0], otherKey.Public()); !errors.Is(err, ErrNotVerified) {
@@ -279,6 +349,7 @@ func TestCheckpointAppendRoundTrip(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	log := &CheckpointLog{}
 	var envs [][]byte
+	var prev []Entry // the last walked checkpoint's changes
 	for i := 1; i <= 12; i++ {
 		c := &Checkpoint{
 			SessionID: session1, Launch: sha(launch), Workspace: "/w\xff\n\"%",
@@ -291,6 +362,16 @@ func TestCheckpointAppendRoundTrip(t *testing.T) {
 			c.Entries = randomEntries(rng, 1+rng.IntN(200))
 			if i%3 == 0 {
 				c.Entries = append(sampleEntries(), Entry{Path: "\xff\xff", Change: Added, New: &State{Type: Socket}})
+			}
+			if i%4 == 2 {
+				// Half the last list kept, the rest new.
+				all := append(slices.Clone(prev[:len(prev)/2]), c.Entries...)
+				slices.SortFunc(all, func(a, b Entry) int { return strings.Compare(string(a.Path), string(b.Path)) })
+				all = slices.CompactFunc(all, func(a, b Entry) bool { return a.Path == b.Path })
+				listDifference(t, c, log.last.Seq, prev, all)
+				prev = all
+			} else {
+				prev = c.Entries
 			}
 			if i%2 == 1 {
 				c.Incomplete = []Reason{{Code: Unstable, Path: c.Entries[0].Path, Detail: "\xff\"\\\n\t%00 ü"}, {Code: TimeBudget, Detail: "x"}}
@@ -329,7 +410,7 @@ func TestCheckpointAppendRoundTrip(t *testing.T) {
 		}
 		envs = append(envs, env)
 	}
-	if _, err := VerifyChain(envs, s.Public(), launch); err != nil {
+	if _, _, err := VerifyChain(envs, s.Public(), launch); err != nil {
 		t.Fatalf("VerifyChain: %v", err)
 	}
 }
@@ -350,5 +431,66 @@ func TestCheckpointAppendRefusesNoSpelling(t *testing.T) {
 		if env, err := (&CheckpointLog{}).Append(s, c); err == nil {
 			t.Errorf("%s: signed %s", name, env)
 		}
+	}
+}
+
+// A checkpoint that lists a difference is checked through the chain: a
+// difference that does not give its root, or that names another base
+// than the last checkpoint that walked, is refused, even signed with the
+// session's key.
+func TestCheckpointDifferenceRefused(t *testing.T) {
+	s := testSigner(t, 1)
+	launch, err := SignLaunch(s, sampleLaunch(session1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	chain := func(mut func(log *CheckpointLog, c *Checkpoint)) [][]byte {
+		log := &CheckpointLog{}
+		var envs [][]byte
+		for i := 1; i <= 3; i++ {
+			c := &Checkpoint{SessionID: session1, Launch: sha(launch), Workspace: "/w", Taken: time.Unix(int64(i), 0).UTC(),
+				Probe: digest("p"), Entries: sampleListAt(i + 4)}
+			if i == 3 {
+				listDifference(t, c, 2, sampleListAt(6), sampleListAt(7))
+				mut(log, c)
+			}
+			env, err := log.Append(s, c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			envs = append(envs, env)
+		}
+		return envs
+	}
+	good := chain(func(*CheckpointLog, *Checkpoint) {})
+	if _, all, err := VerifyChain(good, s.Public(), launch); err != nil || !reflect.DeepEqual(all, sampleListAt(7)) {
+		t.Fatalf("good chain: %v", err)
+	}
+	for name, c := range map[string]struct {
+		mut   func(*CheckpointLog, *Checkpoint)
+		chain bool
+	}{
+		"entry dropped from the difference": {func(_ *CheckpointLog, c *Checkpoint) { c.Entries = c.Entries[1:] }, false},
+		"removed path added":                {func(_ *CheckpointLog, c *Checkpoint) { c.Removed = []Path{"bin"} }, false},
+		"count off by one":                  {func(_ *CheckpointLog, c *Checkpoint) { c.Count++ }, false},
+		"root of another list":              {func(_ *CheckpointLog, c *Checkpoint) { c.Root = digest("x") }, false},
+		"an older base": {func(log *CheckpointLog, c *Checkpoint) {
+			c.Base, log.last = 1, &Checkpoint{Seq: 1}
+		}, true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			envs := chain(c.mut)
+			if _, err := VerifyCheckpoint(envs[2], s.Public()); err != nil {
+				t.Fatalf("the checkpoint alone should verify (its list is checked through the chain): %v", err)
+			}
+			_, _, err := VerifyChain(envs, s.Public(), launch)
+			want := ErrNotVerified
+			if c.chain {
+				want = ErrChain
+			}
+			if !errors.Is(err, want) {
+				t.Errorf("VerifyChain: %v, want %v", err, want)
+			}
+		})
 	}
 }
