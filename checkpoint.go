@@ -2,8 +2,6 @@ package layerseal
 
 import (
 	"bytes"
-	"encoding/binary"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -56,8 +54,8 @@ type checkpointer struct {
 
 	log      attest.CheckpointLog
 	lastFull uint64          // seq of the last checkpoint that walked
-	lastRoot []byte          // its signed Merkle root
 	lastWhy  []attest.Reason // its reasons (shared with log)
+	listSum  []byte          // SHA-256 of the changes file written for it
 	retry    bool            // the last walk could not read everything: walk again
 	probe    *probe.Index    // the probe of the last checkpoint
 	digests  digestCache     // settled digests of upper files, from the last walk
@@ -68,7 +66,8 @@ type checkpointer struct {
 // take takes one checkpoint: a probe of the upper layer; when it equals
 // the last checkpoint's and nothing is racy, an unchanged checkpoint
 // without reading any file; otherwise a walk that hashes only upper files
-// whose stat tuple is not the one a digest is known for.
+// whose stat tuple is not the one a digest is known for, and a checkpoint
+// that lists only the difference from the last one that walked.
 func (c *checkpointer) take() (*CheckpointResult, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -81,14 +80,24 @@ func (c *checkpointer) take() (*CheckpointResult, error) {
 	d := idx.Digest()
 	cp.Probe, cp.ProbeEntries, cp.Taken = d[:], uint64(idx.Len()), time.Now().UTC()
 	var hashed uint64
+	var list *changeList
 	if c.lastFull != 0 && !c.retry && idx.Unchanged(c.probe) {
 		cp.Unchanged, cp.SameAs = true, c.lastFull
 	} else {
-		ch, cache, err := c.walk(idx)
+		prev := c.previous()
+		ch, cache, err := c.walk(idx, prev)
 		if err != nil {
 			return nil, fmt.Errorf("checkpoint: %w", err)
 		}
-		cp.Entries, cp.Incomplete, hashed = ch.Entries, sortReasons(ch.Incomplete), ch.Stats.BytesHashed
+		list = prev.next(ch.Entries)
+		if prev != nil {
+			cp.Base, cp.Root, cp.Count = c.lastFull, list.root(), uint64(len(ch.Entries))
+			cp.Entries, cp.Removed = list.changed, list.removed
+		} else {
+			cp.Entries = ch.Entries
+		}
+		hashed = ch.Stats.BytesHashed
+		cp.Incomplete = sortReasons(ch.Incomplete)
 		cp.Stats = attest.Stats{UpperEntries: uint64(ch.Stats.UpperEntries), LowerEntries: uint64(ch.Stats.LowerEntries), BytesHashed: hashed}
 		c.digests = cache
 	}
@@ -97,18 +106,20 @@ func (c *checkpointer) take() (*CheckpointResult, error) {
 		return nil, err
 	}
 	file := filepath.Join(c.dir, CheckpointFile(cp.Seq))
-	if err := writeCheckpointFile(file, env); err != nil {
+	if err := writeUnsynced(file, env, 0o644); err != nil {
 		// The log moved on in memory; a later checkpoint cannot be
 		// written without this one, so stop taking them.
 		return nil, fmt.Errorf("checkpoint %d: %w", cp.Seq, err)
 	}
 	c.probe, c.head = idx, sha(env)
-	if !cp.Unchanged {
-		c.lastFull, c.lastRoot, c.lastWhy = cp.Seq, cp.Root, cp.Incomplete
+	if list != nil {
+		c.lastFull, c.lastWhy = cp.Seq, cp.Incomplete
 		c.retry = rereadNeeded(cp.Incomplete)
-		if err := writeChanges(c.changes, cp.Seq, cp.Entries); err != nil {
-			// The next checkpoint that walks reads from scratch.
+		if c.listSum, err = list.write(c.changes, cp.Seq); err != nil {
+			// The next checkpoint that walks reads from scratch and
+			// lists all its changes.
 			os.Remove(c.changes)
+			c.listSum = nil
 		}
 	}
 	return &CheckpointResult{Seq: cp.Seq, File: file, Unchanged: cp.Unchanged, Count: cp.Count,
@@ -117,12 +128,13 @@ func (c *checkpointer) take() (*CheckpointResult, error) {
 
 // walk reads the upper layer against the lower one as the final statement
 // does, with files that change while hashed reported unstable, and returns
-// the changes and the digests it can vouch for. After a checkpoint that
-// walked, only the upper subtrees that idx shows changed since the last
-// probe (or that the last walk could not read) are classified; the rest
-// is taken from that checkpoint's changes (see overlay.ReadChanged and
-// readChanges).
-func (c *checkpointer) walk(idx *probe.Index) (*overlay.Changes, digestCache, error) {
+// the changes and the digests it can vouch for. With prev, the changes of
+// the last checkpoint that walked, only the upper subtrees that idx shows
+// changed since the last probe (or that the last walk could not read) are
+// classified, when both probes were taken while the tree was still and
+// that walk read everything it was to; the rest is taken from prev (see
+// overlay.ReadChanged).
+func (c *checkpointer) walk(idx *probe.Index, prev *changeList) (*overlay.Changes, digestCache, error) {
 	if c.readHook != nil {
 		c.readHook()
 	}
@@ -138,8 +150,9 @@ func (c *checkpointer) walk(idx *probe.Index) (*overlay.Changes, digestCache, er
 		return known(p, st)
 	}
 	var ch *overlay.Changes
-	if prev, changed := c.previous(idx); prev != nil {
-		ch, err = overlay.ReadChanged(c.upper, c.lower, prev, func(p attest.Path) bool { return probe.Touches(changed, string(p)) }, opt)
+	if changed, ok := c.changedSince(idx); ok && prev != nil {
+		prevCh := &overlay.Changes{Entries: prev.entries, Incomplete: c.lastWhy}
+		ch, err = overlay.ReadChanged(c.upper, c.lower, prevCh, func(p attest.Path) bool { return probe.Touches(changed, string(p)) }, opt)
 	} else {
 		ch, err = overlay.Read(c.upper, c.lower, opt)
 	}
@@ -149,37 +162,45 @@ func (c *checkpointer) walk(idx *probe.Index) (*overlay.Changes, digestCache, er
 	return ch, newDigestCache(seen, ch, &c.digests), nil
 }
 
-// previous returns the changes of the last checkpoint that walked, read
-// back from the changes file and checked against its signed root, and
-// the upper paths changed since (in probe path order): those idx shows
-// changed since the last probe and those the walk could not read. It
-// returns nil when a walk from scratch is needed: there was none yet, it
-// stopped part-way, the changes file cannot be read or does not match, or
-// either probe was taken while the tree changed.
-func (c *checkpointer) previous(idx *probe.Index) (*overlay.Changes, []string) {
+// changedSince returns the upper paths changed since the last checkpoint
+// that walked (in probe path order): those idx shows changed since the
+// last probe and those that walk could not read. It returns false when a
+// walk from scratch is needed: there was none yet, it stopped part-way,
+// or either probe was taken while the tree changed (it may have missed
+// entries).
+func (c *checkpointer) changedSince(idx *probe.Index) ([]string, bool) {
 	if c.lastFull == 0 || c.probe == nil || c.probe.Unsettled || idx.Unsettled {
-		// An unsettled probe may have missed entries in both.
-		return nil, nil
+		return nil, false
 	}
 	var again []string // what the last walk could not read
 	for _, r := range c.lastWhy {
 		switch r.Code {
 		case attest.TimeBudget, attest.EntryBudget:
-			return nil, nil
+			return nil, false
 		case attest.Unstable, attest.Vanished, attest.Unreadable:
 			if r.Path == "" {
-				return nil, nil
+				return nil, false
 			}
 			again = append(again, string(r.Path))
 		}
 	}
-	entries, err := readChanges(c.changes, c.lastFull, c.lastRoot)
-	if err != nil {
-		return nil, nil
-	}
 	changed := append(idx.Changed(c.probe), again...)
 	slices.SortFunc(changed, probe.ComparePaths)
-	return &overlay.Changes{Entries: entries, Incomplete: c.lastWhy}, changed
+	return changed, true
+}
+
+// previous returns the changes of the last checkpoint that walked, read
+// back from the changes file, or nil when there was none or the file is
+// not the one written for it.
+func (c *checkpointer) previous() *changeList {
+	if c.lastFull == 0 || c.listSum == nil {
+		return nil
+	}
+	l, err := readChangeList(c.changes, c.lastFull, c.listSum)
+	if err != nil {
+		return nil
+	}
+	return l
 }
 
 // readOptions are the final walk's options; known digests are reused.
@@ -217,93 +238,13 @@ func (c *checkpointer) final() (func(attest.Path, linux.Stat) []byte, []byte) {
 	return c.digests.lookup, c.head
 }
 
-// changesTag opens a changes file.
-const changesTag = "layerseal/checkpoint-changes/v1\x00"
-
-// The changes file holds, in the session's state dir (root's alone, out
-// of the agent's view), the changes of the last checkpoint that walked,
-// which the next one that walks reuses where the upper layer is
-// unchanged. It is written by the supervisor and read back only by it,
-// and checked against the checkpoint's signed root before use:
-//
-//	file  = "layerseal/checkpoint-changes/v1" 0x00
-//	        uint64 seq                    ; the checkpoint's, big-endian
-//	        uint64 n                      ; number of entries
-//	        n × (uint32 len, leaf)        ; attest.Entry.MarshalLeaf, in order
-const checkpointChangesFile = "checkpoint-changes"
-
-// writeChanges replaces the changes file with the entries of checkpoint
-// seq: one leaf encoding per entry, about the size of the entries' JSON.
-func writeChanges(path string, seq uint64, entries []attest.Entry) error {
-	b := make([]byte, 0, len(changesTag)+16+len(entries)*160)
-	b = append(b, changesTag...)
-	b = binary.BigEndian.AppendUint64(b, seq)
-	b = binary.BigEndian.AppendUint64(b, uint64(len(entries)))
-	for i := range entries {
-		leaf := entries[i].MarshalLeaf()
-		b = binary.BigEndian.AppendUint32(b, uint32(len(leaf)))
-		b = append(b, leaf...)
-	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		return fmt.Errorf("write %q: %w", path, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("write %q: %w", path, err)
-	}
-	return nil
-}
-
-// errChanges is readChanges' error for a file that is not the changes of
-// the checkpoint asked for.
-var errChanges = errors.New("not the changes of the last walked checkpoint")
-
-// readChanges reads the changes file written for checkpoint seq and
-// returns its entries if their Merkle root is root, the one signed in
-// that checkpoint: one leaf parse, one leaf encoding and about two hashes
-// per entry.
-func readChanges(path string, seq uint64, root []byte) ([]attest.Entry, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	if len(b) < len(changesTag)+16 || string(b[:len(changesTag)]) != changesTag ||
-		binary.BigEndian.Uint64(b[len(changesTag):]) != seq {
-		return nil, fmt.Errorf("changes file %q: %w", path, errChanges)
-	}
-	n := binary.BigEndian.Uint64(b[len(changesTag)+8:])
-	b = b[len(changesTag)+16:]
-	if n > uint64(len(b))/4 {
-		return nil, fmt.Errorf("changes file %q: %d entries in %d bytes: %w", path, n, len(b), errChanges)
-	}
-	entries := make([]attest.Entry, n)
-	for i := range entries {
-		if len(b) < 4 || uint64(len(b)-4) < uint64(binary.BigEndian.Uint32(b)) {
-			return nil, fmt.Errorf("changes file %q: truncated: %w", path, errChanges)
-		}
-		l := binary.BigEndian.Uint32(b)
-		e, err := attest.ParseLeaf(b[4 : 4+l])
-		if err != nil {
-			return nil, fmt.Errorf("changes file %q: %w", path, err)
-		}
-		entries[i], b = *e, b[4+l:]
-	}
-	if len(b) != 0 {
-		return nil, fmt.Errorf("changes file %q: %d trailing bytes: %w", path, len(b), errChanges)
-	}
-	if got, err := attest.MerkleRoot(entries); err != nil || !bytes.Equal(got, root) {
-		return nil, fmt.Errorf("changes file %q: %w", path, errChanges)
-	}
-	return entries, nil
-}
-
-// writeCheckpointFile writes a checkpoint by rename, without waiting for
-// the disk: checkpoints are frequent, and the final statement, which
-// binds the last of them, syncs their filesystem first (syncFS).
-func writeCheckpointFile(path string, env []byte) error {
+// writeUnsynced writes a file by rename, without waiting for the disk:
+// checkpoints are frequent, and the final statement, which binds the last
+// of them, syncs their filesystem first (syncFS); the changes file is
+// only a cache.
+func writeUnsynced(path string, data []byte, perm os.FileMode) error {
 	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".tmp")
-	if err := os.WriteFile(tmp, env, 0o644); err != nil {
+	if err := os.WriteFile(tmp, data, perm); err != nil {
 		return fmt.Errorf("write %q: %w", path, err)
 	}
 	if err := os.Rename(tmp, path); err != nil {
@@ -371,6 +312,7 @@ func newDigestCache(seen []seenStat, ch *overlay.Changes, old *digestCache) dige
 	for _, r := range ch.Incomplete {
 		unstable[r.Path] = true
 	}
+	j := 0 // old.recs and ch.Entries are both sorted by path bytes
 	for i := range ch.Entries {
 		e := &ch.Entries[i]
 		if e.New == nil || e.New.Type != attest.File || len(e.New.SHA256) != 32 || unstable[e.Path] {
@@ -378,11 +320,13 @@ func newDigestCache(seen []seenStat, ch *overlay.Changes, old *digestCache) dige
 		}
 		st, ok := byPath[e.Path]
 		if !ok {
-			i, found := old.find(e.Path)
-			if !found || !bytes.Equal(old.recs[i].sum[:], e.New.SHA256) {
+			for j < len(old.recs) && string(old.pathBytes(j)) < string(e.Path) {
+				j++
+			}
+			if j == len(old.recs) || string(old.pathBytes(j)) != string(e.Path) || !bytes.Equal(old.recs[j].sum[:], e.New.SHA256) {
 				continue
 			}
-			st = old.recs[i].st
+			st = old.recs[j].st
 		}
 		r := digestRecord{off: uint32(len(dc.arena)), n: uint32(len(e.Path)), st: st}
 		copy(r.sum[:], e.New.SHA256)
@@ -393,9 +337,9 @@ func newDigestCache(seen []seenStat, ch *overlay.Changes, old *digestCache) dige
 	return dc
 }
 
-func (dc *digestCache) path(i int) string {
+func (dc *digestCache) pathBytes(i int) []byte {
 	r := &dc.recs[i]
-	return string(dc.arena[r.off : r.off+r.n])
+	return dc.arena[r.off : r.off+r.n]
 }
 
 // lookup returns the digest kept for p when st is exactly the stat it was

@@ -138,7 +138,7 @@ func BenchmarkCheckpoint(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			ch, cache, err := cp.walk(idx)
+			ch, cache, err := cp.walk(idx, cp.previous())
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -87,20 +87,37 @@ func (e *cpEnv) settle() { time.Sleep(3 * probe.RacyWindow()) }
 // entry returns the change for path p in checkpoint seq.
 func (e *cpEnv) entry(seq uint64, p attest.Path) *attest.Entry {
 	e.t.Helper()
-	env, err := os.ReadFile(filepath.Join(e.cp.dir, CheckpointFile(seq)))
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	c, err := attest.VerifyCheckpoint(env, e.pub)
-	if err != nil {
-		e.t.Fatalf("checkpoint %d: %v", seq, err)
-	}
-	for i := range c.Entries {
-		if c.Entries[i].Path == p {
-			return &c.Entries[i]
+	_, all := e.changesAt(seq)
+	for i := range all {
+		if all[i].Path == p {
+			return &all[i]
 		}
 	}
 	return nil
+}
+
+// changesAt verifies the chain up to checkpoint seq and returns that
+// checkpoint and all its changes.
+func (e *cpEnv) changesAt(seq uint64) (*attest.Checkpoint, []attest.Entry) {
+	e.t.Helper()
+	cps, all, err := attest.VerifyChain(readChain(e.t, e.cp.dir, int(seq)), e.pub, nil)
+	if err != nil {
+		e.t.Fatalf("chain up to checkpoint %d: %v", seq, err)
+	}
+	return cps[seq-1], all
+}
+
+func readChain(t *testing.T, dir string, n int) [][]byte {
+	t.Helper()
+	var envs [][]byte
+	for i := 1; i <= n; i++ {
+		b, err := os.ReadFile(filepath.Join(dir, CheckpointFile(uint64(i))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		envs = append(envs, b)
+	}
+	return envs
 }
 
 func TestCheckpointIdleReadsNothing(t *testing.T) {
@@ -132,20 +149,17 @@ func TestCheckpointIdleReadsNothing(t *testing.T) {
 	if ent := e.entry(res.Seq, "d1/f1"); ent == nil || !bytes.Equal(ent.New.SHA256, sha([]byte("changed!!"))) {
 		t.Errorf("checkpoint does not hold the new content: %+v", ent)
 	}
+	// It lists that change alone, as its difference from checkpoint 1.
+	if c, _ := e.changesAt(res.Seq); c.Base != 1 || len(c.Entries) != 1 || c.Entries[0].Path != "d1/f1" || len(c.Removed) != 0 || c.Count != 56 {
+		t.Errorf("checkpoint %d lists %d entries and %d removed paths since checkpoint %d (count %d); want d1/f1 alone since 1",
+			res.Seq, len(c.Entries), len(c.Removed), c.Base, c.Count)
+	}
 	verifyDir(t, e.cp.dir, e.pub, int(res.Seq))
 }
 
 func verifyDir(t *testing.T, dir string, pub ed25519.PublicKey, n int) []*attest.Checkpoint {
 	t.Helper()
-	var envs [][]byte
-	for i := 1; i <= n; i++ {
-		b, err := os.ReadFile(filepath.Join(dir, CheckpointFile(uint64(i))))
-		if err != nil {
-			t.Fatal(err)
-		}
-		envs = append(envs, b)
-	}
-	cps, err := attest.VerifyChain(envs, pub, nil)
+	cps, _, err := attest.VerifyChain(readChain(t, dir, n), pub, nil)
 	if err != nil {
 		t.Fatalf("chain: %v", err)
 	}
@@ -370,20 +384,16 @@ func TestCheckpointChangesFile(t *testing.T) {
 	}
 	e.settle()
 	first := e.take()
-	idx, err := probe.Scan(e.upper, probe.ScanOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	prev, _ := e.cp.previous(idx)
-	if prev == nil || uint64(len(prev.Entries)) != first.Count {
+	prev := e.cp.previous()
+	if prev == nil || uint64(len(prev.entries)) != first.Count {
 		t.Fatalf("changes of checkpoint %d not read back: %+v", first.Seq, prev)
 	}
 	good, err := os.ReadFile(e.cp.changes)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// d2/f29 renamed d2/f28 keeps the entries in order: only the root
-	// check can tell.
+	// d2/f29 renamed d2/f28 keeps the entries in order: only the
+	// file's digest can tell.
 	at := bytes.LastIndex(good, []byte("d2/f29")) + len("d2/f2")
 	for name, b := range map[string][]byte{
 		"other seq":     append(append([]byte(changesTag), 0, 0, 0, 0, 0, 0, 0, 9), good[len(changesTag)+8:]...),
@@ -396,10 +406,10 @@ func TestCheckpointChangesFile(t *testing.T) {
 		if err := os.WriteFile(e.cp.changes, b, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := readChanges(e.cp.changes, first.Seq, e.cp.lastRoot); err == nil {
+		if _, err := readChangeList(e.cp.changes, first.Seq, e.cp.listSum); err == nil {
 			t.Errorf("%s: changes file accepted", name)
 		}
-		if prev, _ := e.cp.previous(idx); prev != nil {
+		if prev := e.cp.previous(); prev != nil {
 			t.Errorf("%s: previous changes used", name)
 		}
 	}
@@ -408,8 +418,11 @@ func TestCheckpointChangesFile(t *testing.T) {
 	e.settle()
 	res := e.take()
 	c, env := e.matchesFreshRead(res, "after a bad changes file")
+	if c.Base != 0 || uint64(len(c.Entries)) != c.Count {
+		t.Errorf("checkpoint after a bad changes file lists %d of %d changes since checkpoint %d; want all of them", len(c.Entries), c.Count, c.Base)
+	}
 	// That checkpoint wrote its own; the session's end removes it.
-	if _, err := readChanges(e.cp.changes, res.Seq, c.Root); err != nil {
+	if _, err := readChangeList(e.cp.changes, res.Seq, e.cp.listSum); err != nil {
 		t.Fatalf("changes of checkpoint %d: %v", res.Seq, err)
 	}
 	if _, head := e.cp.final(); !bytes.Equal(head, sha(env)) {
@@ -429,16 +442,13 @@ func (e *cpEnv) matchesFreshRead(res *CheckpointResult, when string) (*attest.Ch
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	c, err := attest.VerifyCheckpoint(env, e.pub)
-	if err != nil {
-		e.t.Fatal(err)
-	}
+	c, all := e.changesAt(res.Seq)
 	want, err := overlay.Read(e.upper, e.lower, overlay.ReadOptions{})
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	if !reflect.DeepEqual(c.Entries, want.Entries) {
-		e.t.Fatalf("%s: checkpoint lists %d entries, a fresh read %d:\n%+v\nwant\n%+v", when, len(c.Entries), len(want.Entries), c.Entries, want.Entries)
+	if !reflect.DeepEqual(all, want.Entries) {
+		e.t.Fatalf("%s: checkpoint stands for %d entries, a fresh read gives %d:\n%+v\nwant\n%+v", when, len(all), len(want.Entries), all, want.Entries)
 	}
 	return c, env
 }

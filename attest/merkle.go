@@ -43,13 +43,7 @@ func MerkleRoot(entries []Entry) ([]byte, error) {
 	if err := checkEntries(entries); err != nil {
 		return nil, fmt.Errorf("merkle root: %w", err)
 	}
-	r := rangeFactory.NewEmptyRange(0)
-	for i := range entries {
-		if err := r.Append(entries[i].LeafHash(), nil); err != nil {
-			return nil, fmt.Errorf("merkle root: %w", err)
-		}
-	}
-	return rootOf(r)
+	return RootOfLeafHashes(len(entries), func(i int) []byte { return entries[i].LeafHash() })
 }
 
 func rootOf(r *compact.Range) ([]byte, error) {
@@ -140,4 +134,21 @@ func VerifyInclusion(e *Entry, index, size uint64, inclusion [][]byte, root []by
 		return ErrNotVerified
 	}
 	return nil
+}
+
+// HashLeaf returns the RFC 6962 leaf hash of a leaf encoding:
+// e.LeafHash() is HashLeaf(e.MarshalLeaf()).
+func HashLeaf(leaf []byte) []byte { return leafHash(leaf) }
+
+// RootOfLeafHashes returns the RFC 6962 Merkle tree hash of n leaf hashes
+// given in order by hash: MerkleRoot of entries is RootOfLeafHashes of
+// their leaf hashes. It costs about n SHA-256 computations.
+func RootOfLeafHashes(n int, hash func(i int) []byte) ([]byte, error) {
+	r := rangeFactory.NewEmptyRange(0)
+	for i := range n {
+		if err := r.Append(hash(i), nil); err != nil {
+			return nil, fmt.Errorf("merkle root: %w", err)
+		}
+	}
+	return rootOf(r)
 }

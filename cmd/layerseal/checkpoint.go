@@ -87,8 +87,10 @@ type artifact struct {
 }
 
 // readAny reads path as a checkpoint or a statement, verifying it with
-// pub when pub is not nil. An unchanged checkpoint gets the changes of
-// the checkpoint it repeats, read from the same directory.
+// pub when pub is not nil. A checkpoint gets all its changes, resolved
+// through the checkpoints before it in the same directory (an unchanged
+// one repeats a list, and one that walked after another lists only its
+// difference).
 func readAny(path string, pub []byte) (*artifact, error) {
 	env, err := readArtifact(path)
 	if err != nil {
@@ -96,22 +98,12 @@ func readAny(path string, pub []byte) (*artifact, error) {
 	}
 	a := &artifact{path: path, env: env}
 	if cp, cerr := attest.ReadCheckpoint(env); cerr == nil {
-		if pub != nil {
-			if cp, err = attest.VerifyCheckpoint(env, pub); err != nil {
-				return nil, fmt.Errorf("%s: %w", path, err)
-			}
+		cps, all, err := readChain(path, cp.Seq, pub, nil)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
 		}
-		a.cp, a.session, a.launch, a.entries = cp, cp.SessionID, cp.Launch, cp.Entries
-		if cp.Unchanged {
-			base, err := readAny(filepath.Join(filepath.Dir(path), layerseal.CheckpointFile(cp.SameAs)), pub)
-			if err != nil {
-				return nil, fmt.Errorf("%s repeats checkpoint %d: %w", path, cp.SameAs, err)
-			}
-			if base.cp == nil || base.session != cp.SessionID || !bytes.Equal(base.cp.Root, cp.Root) {
-				return nil, fmt.Errorf("%s repeats checkpoint %d, but %s is not that checkpoint", path, cp.SameAs, base.path)
-			}
-			a.entries = base.entries
-		}
+		cp = cps[len(cps)-1]
+		a.cp, a.session, a.launch, a.entries = cp, cp.SessionID, cp.Launch, all
 		return a, nil
 	}
 	var st *attest.Statement
@@ -290,19 +282,37 @@ func chainIn(dir string) ([][]byte, error) {
 	return envs, nil
 }
 
+// readChain reads checkpoints 1 to seq from the directory of path, which
+// must be the last of them, verified with pub (when not nil) as a chain
+// bound to launch (when not nil), and returns them and all the changes of
+// the last.
+func readChain(path string, seq uint64, pub, launch []byte) ([]*attest.Checkpoint, []attest.Entry, error) {
+	envs, err := chainUpTo(filepath.Dir(path), seq)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !bytes.Equal(envs[len(envs)-1], mustRead(path)) {
+		return nil, nil, fmt.Errorf("%w: %s is not the checkpoint %d of its directory", attest.ErrChain, path, seq)
+	}
+	if pub != nil {
+		return attest.VerifyChain(envs, pub, launch)
+	}
+	cps := make([]*attest.Checkpoint, len(envs))
+	for i, env := range envs {
+		if cps[i], err = attest.ReadCheckpoint(env); err != nil {
+			return nil, nil, fmt.Errorf("checkpoint %d: %w", i+1, err)
+		}
+	}
+	all, err := attest.ChangesOf(cps)
+	return cps, all, err
+}
+
 // verifyCheckpointFile is `verify` of a checkpoint: its signature and its
 // log head, and the chain before it in the same directory.
 func verifyCheckpointFile(cmd *cli.Command, pub []byte, path string, cp *attest.Checkpoint, launch []byte) error {
-	envs, err := chainUpTo(filepath.Dir(path), cp.Seq)
+	cps, _, err := readChain(path, cp.Seq, pub, launch)
 	if err == nil {
-		var cps []*attest.Checkpoint
-		if cps, err = attest.VerifyChain(envs, pub, launch); err == nil {
-			if last := envs[len(envs)-1]; !bytes.Equal(last, mustRead(path)) {
-				err = fmt.Errorf("%w: %s is not the checkpoint %d of its directory", attest.ErrChain, path, cp.Seq)
-			} else {
-				cp = cps[len(cps)-1]
-			}
-		}
+		cp = cps[len(cps)-1]
 	}
 	if err != nil {
 		if cmd.Bool("json") {
@@ -315,8 +325,11 @@ func verifyCheckpointFile(cmd *cli.Command, pub []byte, path string, cp *attest.
 			"session_id": cp.SessionID, "count": cp.Count, "incomplete": reasonsJSON(cp.Incomplete), "launch_checked": launch != nil})
 	} else {
 		state := ""
-		if cp.Unchanged {
+		switch {
+		case cp.Unchanged:
 			state = fmt.Sprintf(", unchanged since checkpoint %d", cp.SameAs)
+		case cp.Base != 0:
+			state = fmt.Sprintf(", %d change(s) listed since checkpoint %d", len(cp.Entries)+len(cp.Removed), cp.Base)
 		}
 		fmt.Printf("verified: checkpoint %d of %d in its chain%s, %s, %d change(s), session %s\n",
 			cp.Seq, cp.Log.Size, state, completenessOf(cp.Complete, len(cp.Incomplete)), cp.Count, cp.SessionID)
@@ -344,7 +357,7 @@ func verifyStatementChain(st *attest.Statement, pub []byte, dir string, launch [
 	if err != nil {
 		return "", err
 	}
-	cps, err := attest.VerifyChain(envs, pub, launch)
+	cps, _, err := attest.VerifyChain(envs, pub, launch)
 	if err != nil {
 		return "", err
 	}

@@ -100,6 +100,10 @@ while [ ! -e SYNC/go2 ]; do sleep 0.05; done`, "SYNC", sync)
 	if !strings.Contains(second, "unchanged since checkpoint 1") {
 		t.Errorf("checkpoint 2 (after SIGUSR1, nothing changed): %s", second)
 	}
+	// Checkpoint 3 walked after checkpoint 1 and lists only its difference.
+	if got := e.cliCheck(0, "verify", "--key", e.pub, cp(3)); !strings.Contains(got, "3 change(s) listed since checkpoint 1") {
+		t.Errorf("checkpoint 3: %s", got)
+	}
 	if got := e.cliCheck(0, "verify", "--key", e.pub, "--launch", filepath.Join(out, "launch.json"), statement); !strings.Contains(got, "checkpoint chain: 3 checkpoint(s)") {
 		t.Errorf("verify statement: %s", got)
 	}
