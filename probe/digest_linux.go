@@ -5,8 +5,11 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -110,70 +113,345 @@ var ErrTooMany = errors.New("too many entries")
 // Scan takes the stat-only picture of the tree at root: one getdents per
 // directory and one statx per entry, fd-relative, never following a
 // symlink, never opening anything but directories, and not descending
-// into other mounts (their root is recorded, as a change of it is). It
-// costs one statx per entry and about 48 bytes plus the path per entry.
+// into other mounts (their root is recorded, as a change of it is).
+//
+// It is parallel: min(GOMAXPROCS, 8) goroutines list directories and stat
+// their entries, a directory at a time, handing subdirectories to idle
+// ones, so its wall time is about one statx per entry divided among them.
+// It holds about one directory fd per level of the tree per goroutine.
+// The index costs 48 bytes plus the path per entry; while scanning it
+// also holds about twice that. The bound of MaxEntries counts entries as
+// their directories are listed, so every goroutine stops at the first
+// directory that takes the count past it.
 func Scan(root string, opt ScanOptions) (*Index, error) {
+	return scanWith(root, opt, min(runtime.GOMAXPROCS(0), maxScanWorkers))
+}
+
+// maxScanWorkers bounds Scan's goroutines: statx scales with cores, but
+// past a few of them the directory locks of a shallow tree are shared.
+const maxScanWorkers = 8
+
+// scanWith is Scan with workers goroutines at most (1: all in the caller's).
+func scanWith(root string, opt ScanOptions, workers int) (*Index, error) {
 	x := &Index{Time: linux.CoarseNow(), Window: RacyWindow()}
 	fd, err := linux.Openat(unix.AT_FDCWD, root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW)
 	if err != nil {
 		return nil, fmt.Errorf("probe %q: %w", root, err)
 	}
-	defer unix.Close(fd)
 	st, err := linux.Lstat(fd, "")
 	if err != nil {
+		unix.Close(fd)
 		return nil, fmt.Errorf("probe %q: %w", root, err)
 	}
+	s := &scanner{root: st, max: opt.MaxEntries, limit: max(workers, 1), spawned: 1, entries: 1, pathBytes: 1}
+	s.cond.L = &s.mu
+	s.count.Store(1)
+	s.setWant()
+	top := new(dirNode)
+	s.run(scanJob{fd: fd, node: top}) // the caller is the first worker
+	s.wg.Wait()
+	if s.err != nil {
+		return nil, fmt.Errorf("probe %q: %w", root, s.err)
+	}
+	x.Unsettled = s.unsettled.Load()
+	x.recs = make([]record, 0, s.entries)
+	x.arena = make([]byte, 0, s.pathBytes)
 	x.add(".", st)
-	s := scanner{x: x, root: st, max: opt.MaxEntries}
-	if err := s.dir(fd, ""); err != nil {
-		return nil, fmt.Errorf("probe %q: %w", root, err)
-	}
+	x.addDir(top, nil)
 	x.seal()
 	return x, nil
 }
 
-type scanner struct {
-	x    *Index
-	root linux.Stat
-	max  int
+// A dirNode holds what a scan found in one directory: its entries that
+// were still there to stat, sorted by name.
+type dirNode struct{ ents []dirEnt }
+
+// dirEnt is one entry; sub is set when the scan descended into it.
+type dirEnt struct {
+	name string
+	st   Stat
+	sub  *dirNode
 }
 
-func (s *scanner) dir(fd int, prefix string) error {
-	names, err := linux.ReadDirNamesMax(fd, 0)
+// scanJob is a directory to list: its open fd, which the job owns, its
+// path followed by a slash ("" for the root), and the node to fill.
+type scanJob struct {
+	fd     int
+	prefix string
+	node   *dirNode
+}
+
+// scanner is the state that a scan's workers share. Each directory's
+// entries go into its own dirNode, written by the one worker that lists
+// it; Scan puts them in path order once every worker is done.
+type scanner struct {
+	root      linux.Stat
+	max       int
+	count     atomic.Int64 // entries listed so far, the root included: what max bounds
+	unsettled atomic.Bool
+	stopped   atomic.Bool
+	// want is how many more directories idle or not yet started workers
+	// could take: idle + limit − spawned − len(jobs). A busy worker reads
+	// it before each subdirectory and gives work away while it is above 0.
+	want atomic.Int32
+
+	mu      sync.Mutex
+	cond    sync.Cond // signalled when jobs grows or the scan is over
+	jobs    []scanJob
+	limit   int  // workers at most, the caller included
+	spawned int  // workers started, the caller included
+	idle    int  // workers waiting for a job
+	over    bool // no job is left and none can come, or the scan stopped
+	err     error
+	wg      sync.WaitGroup
+	// entries and pathBytes are the index's sizes, the root included:
+	// each worker adds its share as it ends.
+	entries, pathBytes int
+}
+
+// worker is one goroutine of a scan, with the directories it is in the
+// middle of: for each, the subdirectories left to descend.
+type worker struct {
+	s                  *scanner
+	stack              []frame
+	entries, pathBytes int
+}
+
+type frame struct {
+	fd     int
+	prefix string
+	ents   []dirEnt
+	subs   []int32 // indexes in ents of the directories to descend
+	next   int     // subs[:next] are done or given away
+}
+
+// run is a worker: it walks j, then whatever the others give it.
+func (s *scanner) run(j scanJob) {
+	w := worker{s: s}
+	for ok := true; ok; j, ok = s.take() {
+		w.walk(j)
+	}
+	s.mu.Lock()
+	s.entries += w.entries
+	s.pathBytes += w.pathBytes
+	s.mu.Unlock()
+}
+
+// walk lists j's directory and, depth first, the subdirectories beneath it
+// that it does not give away. Every fd it holds is closed when it returns.
+func (w *worker) walk(j scanJob) {
+	s := w.s
+	w.list(j)
+	for len(w.stack) > 0 {
+		if s.stopped.Load() {
+			for _, f := range w.stack {
+				unix.Close(f.fd)
+			}
+			w.stack = w.stack[:0]
+			return
+		}
+		if s.want.Load() > 0 {
+			w.share()
+		}
+		f := &w.stack[len(w.stack)-1]
+		if f.next == len(f.subs) {
+			unix.Close(f.fd)
+			w.stack = w.stack[:len(w.stack)-1]
+			continue
+		}
+		i := f.subs[f.next]
+		f.next++
+		if sub, ok := w.open(f, i); ok {
+			w.list(sub)
+		}
+	}
+}
+
+// share gives others the shallowest subdirectories still to descend,
+// the likeliest to be large, while some worker wants one.
+func (w *worker) share() {
+	s := w.s
+	for k := 0; k < len(w.stack) && s.want.Load() > 0; k++ {
+		for f := &w.stack[k]; f.next < len(f.subs) && s.want.Load() > 0; {
+			i := f.subs[f.next]
+			f.next++
+			sub, ok := w.open(f, i)
+			if ok && !s.give(sub) {
+				w.list(sub) // wanted no more: walk it here (it may move the stack)
+				return
+			}
+		}
+	}
+}
+
+// open opens the subdirectory f.ents[i] and checks that it is the
+// directory that was stat'ed, on the root's filesystem.
+func (w *worker) open(f *frame, i int32) (scanJob, bool) {
+	e := &f.ents[i]
+	fd, err := linux.OpenBeneath(f.fd, e.name, unix.O_RDONLY|unix.O_DIRECTORY)
 	if err != nil {
-		s.x.Unsettled = true
-		return nil
+		w.s.unsettled.Store(true)
+		return scanJob{}, false
+	}
+	if now, err := linux.Lstat(fd, ""); err != nil || now.Ino != e.st.Ino || now.Dev != w.s.root.Dev {
+		// Replaced between stat and open.
+		unix.Close(fd)
+		w.s.unsettled.Store(true)
+		return scanJob{}, false
+	}
+	e.sub = new(dirNode)
+	return scanJob{fd: fd, prefix: f.prefix + e.name + "/", node: e.sub}, true
+}
+
+// list lists j's directory, sorted, stats every entry into j.node and,
+// when it has subdirectories to descend, pushes it onto the stack (which
+// then owns j.fd); otherwise it closes j.fd.
+func (w *worker) list(j scanJob) {
+	s := w.s
+	limit := 0
+	if s.max > 0 {
+		// Hold no more names than the bound leaves room for (and one).
+		limit = max(s.max-int(s.count.Load()), 1)
+	}
+	names, err := linux.ReadDirNamesMax(j.fd, limit)
+	if err != nil {
+		s.unsettled.Store(true)
+		unix.Close(j.fd)
+		return
+	}
+	if s.max > 0 && s.count.Add(int64(len(names))) > int64(s.max) {
+		unix.Close(j.fd)
+		s.fail(fmt.Errorf("%w: more than %d", ErrTooMany, s.max))
+		return
 	}
 	slices.Sort(names)
+	ents := make([]dirEnt, 0, len(names))
+	var subs []int32
 	for _, name := range names {
-		if s.max > 0 && len(s.x.recs) >= s.max {
-			return fmt.Errorf("%w: more than %d", ErrTooMany, s.max)
+		if s.stopped.Load() {
+			unix.Close(j.fd)
+			return
 		}
-		st, err := linux.Lstat(fd, name)
+		st, err := linux.Lstat(j.fd, name)
 		if err != nil {
 			// Vanished between listing and stat: the tree is changing.
-			s.x.Unsettled = true
+			s.unsettled.Store(true)
+			if s.max > 0 {
+				s.count.Add(-1)
+			}
 			continue
 		}
-		p := prefix + name
-		s.x.add(p, st)
-		if st.Mode&unix.S_IFMT != unix.S_IFDIR || !linux.SameMount(st, s.root) || st.Dev != s.root.Dev {
-			continue
+		if st.Mode&unix.S_IFMT == unix.S_IFDIR && linux.SameMount(st, s.root) && st.Dev == s.root.Dev {
+			subs = append(subs, int32(len(ents)))
 		}
-		sub, err := linux.OpenBeneath(fd, name, unix.O_RDONLY|unix.O_DIRECTORY)
-		if err != nil {
-			s.x.Unsettled = true
-			continue
-		}
-		if now, err := linux.Lstat(sub, ""); err != nil || now.Ino != st.Ino || now.Dev != st.Dev {
-			s.x.Unsettled = true
-		} else if err := s.dir(sub, p+"/"); err != nil {
-			unix.Close(sub)
-			return err
-		}
-		unix.Close(sub)
+		ents = append(ents, dirEnt{name: name, st: StatOf(st)})
+		w.entries++
+		w.pathBytes += len(j.prefix) + len(name)
 	}
-	return nil
+	j.node.ents = ents
+	if len(subs) == 0 {
+		unix.Close(j.fd)
+		return
+	}
+	w.stack = append(w.stack, frame{fd: j.fd, prefix: j.prefix, ents: ents, subs: subs})
+}
+
+// setWant recomputes want; s.mu is held.
+func (s *scanner) setWant() {
+	n := 0
+	if !s.over {
+		n = s.idle + s.limit - s.spawned - len(s.jobs)
+	}
+	s.want.Store(int32(n))
+}
+
+// give hands j to a worker, starting one if the limit allows, and
+// reports whether it took j: it does not when no worker wants it. Once
+// the scan has stopped it takes j only to close it.
+func (s *scanner) give(j scanJob) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.over:
+		unix.Close(j.fd)
+	case s.spawned < s.limit:
+		s.spawned++
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.run(j)
+		}()
+	case s.idle > len(s.jobs):
+		s.jobs = append(s.jobs, j)
+		s.cond.Signal()
+	default:
+		return false
+	}
+	s.setWant()
+	return true
+}
+
+// take waits for a job; it reports false once the scan is over: no job is
+// queued and every worker waits, or the scan stopped.
+func (s *scanner) take() (scanJob, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.idle++
+	s.setWant()
+	for len(s.jobs) == 0 && !s.over {
+		if s.idle == s.spawned {
+			s.over = true
+			s.setWant()
+			s.cond.Broadcast()
+			break
+		}
+		s.cond.Wait()
+	}
+	if s.over {
+		return scanJob{}, false
+	}
+	j := s.jobs[len(s.jobs)-1]
+	s.jobs = s.jobs[:len(s.jobs)-1]
+	s.idle--
+	s.setWant()
+	return j, true
+}
+
+// fail stops the scan with err: every worker returns promptly and queued
+// jobs are closed.
+func (s *scanner) fail(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err == nil {
+		s.err = err
+	}
+	s.stopped.Store(true)
+	s.over = true
+	for _, j := range s.jobs {
+		unix.Close(j.fd)
+	}
+	s.jobs = nil
+	s.setWant()
+	s.cond.Broadcast()
+}
+
+// addDir appends n's entries and, after each directory, its own, in path
+// order; prefix is n's path followed by a slash (empty for the root).
+func (x *Index) addDir(n *dirNode, prefix []byte) {
+	for i := range n.ents {
+		e := &n.ents[i]
+		off := len(x.arena)
+		x.arena = append(x.arena, prefix...)
+		x.arena = append(x.arena, e.name...)
+		x.recs = append(x.recs, record{
+			off: uint32(off), n: uint32(len(x.arena) - off),
+			mode: e.st.Mode, ino: e.st.Ino, size: e.st.Size, mtime: e.st.MtimeNS, ctime: e.st.CtimeNS,
+		})
+		if e.sub != nil {
+			p := append(prefix, e.name...) // siblings reuse what lies past prefix
+			x.addDir(e.sub, append(p, '/'))
+		}
+	}
 }
 
 func (x *Index) add(p string, st linux.Stat) {

@@ -1,8 +1,14 @@
 package probe
 
 import (
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"testing"
 	"time"
@@ -180,5 +186,210 @@ func TestScanMaxEntries(t *testing.T) {
 	}
 	if _, err := Scan(filepath.Join(root, "missing"), ScanOptions{}); err == nil {
 		t.Error("scan of a missing root succeeded")
+	}
+}
+
+// refEntry is one entry of referenceScan.
+type refEntry struct {
+	path string
+	st   Stat
+}
+
+// referenceScan walks root the plain way, one directory after the other,
+// depth first in sorted order: the picture a Scan must give.
+func referenceScan(t *testing.T, root string) []refEntry {
+	t.Helper()
+	fd, err := linux.Openat(unix.AT_FDCWD, root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	top, err := linux.Lstat(fd, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := []refEntry{{".", StatOf(top)}}
+	var walk func(fd int, prefix string)
+	walk = func(fd int, prefix string) {
+		names, err := linux.ReadDirNamesMax(fd, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		slices.Sort(names)
+		for _, name := range names {
+			st, err := linux.Lstat(fd, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, refEntry{prefix + name, StatOf(st)})
+			if st.Mode&unix.S_IFMT != unix.S_IFDIR || st.Dev != top.Dev || !linux.SameMount(st, top) {
+				continue
+			}
+			sub, err := linux.OpenBeneath(fd, name, unix.O_RDONLY|unix.O_DIRECTORY)
+			if err != nil {
+				t.Fatal(err)
+			}
+			walk(sub, prefix+name+"/")
+			unix.Close(sub)
+		}
+	}
+	walk(fd, "")
+	return out
+}
+
+// refDigest is the digest of entries as Index.seal documents it.
+func refDigest(entries []refEntry) [32]byte {
+	b := []byte(DigestTag)
+	for _, e := range entries {
+		b = binary.BigEndian.AppendUint32(b, uint32(len(e.path)))
+		b = append(b, e.path...)
+		b = binary.BigEndian.AppendUint32(b, e.st.Mode)
+		b = binary.BigEndian.AppendUint64(b, e.st.Ino)
+		b = binary.BigEndian.AppendUint64(b, e.st.Size)
+		b = binary.BigEndian.AppendUint64(b, uint64(e.st.MtimeNS))
+		b = binary.BigEndian.AppendUint64(b, uint64(e.st.CtimeNS))
+	}
+	return sha256.Sum256(b)
+}
+
+// hostileTree fills root with dirs directories, nested to varying depths,
+// holding files, empty directories, symlinks (to directories among them),
+// FIFOs and names that sort close together, with newlines or invalid
+// UTF-8. It is the same tree for the same seed.
+func hostileTree(t *testing.T, root string, dirs int, seed uint64) {
+	t.Helper()
+	rnd := rand.New(rand.NewPCG(seed, 1))
+	names := []string{"a", "a-b", "a.c", "a0", "a/", "b", "new\nline", "\xff", "\xfe\xff", "é", "z z", "-", "_", "x\x01"}
+	name := func() string {
+		n := names[rnd.IntN(len(names))]
+		if n == "a/" {
+			n = "a"
+		}
+		return fmt.Sprintf("%s%d", n, rnd.IntN(40))
+	}
+	all := []string{root}
+	for len(all) < dirs {
+		parent := all[rnd.IntN(len(all))]
+		d := filepath.Join(parent, name())
+		if err := os.Mkdir(d, 0o755); err != nil && !os.IsExist(err) {
+			t.Fatal(err)
+		}
+		if fi, err := os.Lstat(d); err == nil && fi.IsDir() && !slices.Contains(all, d) {
+			all = append(all, d)
+		}
+	}
+	for _, d := range all {
+		for range rnd.IntN(12) {
+			p := filepath.Join(d, name())
+			if _, err := os.Lstat(p); err == nil {
+				continue
+			}
+			var err error
+			switch rnd.IntN(6) {
+			case 0:
+				err = os.Symlink(all[rnd.IntN(len(all))], p) // a directory: never to be entered
+			case 1:
+				err = os.Symlink("..", p)
+			case 2:
+				err = unix.Mkfifo(p, 0o600)
+			default:
+				err = os.WriteFile(p, make([]byte, rnd.IntN(3000)), 0o644)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// TestScanParallelMatchesReference: whatever the number of workers, a scan
+// gives the plain walk's paths and stats in path order, the digest of the
+// documented format and the same racy count, sized exactly.
+func TestScanParallelMatchesReference(t *testing.T) {
+	root := t.TempDir()
+	hostileTree(t, root, 400, 7)
+	want := referenceScan(t, root)
+	if len(want) < 1000 {
+		t.Fatalf("the tree has only %d entries", len(want))
+	}
+	arena := 0
+	for _, e := range want {
+		arena += len(e.path)
+	}
+	for _, workers := range []int{1, 2, 3, 8, 0} {
+		for round := range 3 {
+			var x *Index
+			var err error
+			if workers == 0 {
+				x, err = Scan(root, ScanOptions{})
+			} else {
+				x, err = scanWith(root, ScanOptions{}, workers)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if x.Len() != len(want) {
+				t.Fatalf("workers %d round %d: %d entries, want %d", workers, round, x.Len(), len(want))
+			}
+			racy := 0
+			for i, e := range want {
+				if x.Path(i) != e.path || x.Stat(i) != e.st {
+					t.Fatalf("workers %d round %d: entry %d is %q %+v, want %q %+v", workers, round, i, x.Path(i), x.Stat(i), e.path, e.st)
+				}
+				if e.st.Racy(x.Time, x.Window) {
+					racy++
+				}
+			}
+			if x.Digest() != refDigest(want) {
+				t.Fatalf("workers %d round %d: digest differs from the documented format's", workers, round)
+			}
+			if x.Racy() != racy || x.Unsettled {
+				t.Fatalf("workers %d round %d: %d racy (want %d), unsettled %t", workers, round, x.Racy(), racy, x.Unsettled)
+			}
+			if x.Bytes() != len(want)*recordSize+arena {
+				t.Fatalf("workers %d round %d: holds %d bytes, want %d", workers, round, x.Bytes(), len(want)*recordSize+arena)
+			}
+		}
+	}
+}
+
+// openFDs counts this process's open file descriptors.
+func openFDs(t *testing.T) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(ents)
+}
+
+// TestScanMaxEntriesParallel: the bound holds exactly with any number of
+// workers, and a scan stopped by it leaves no fd open and no goroutine
+// running.
+func TestScanMaxEntriesParallel(t *testing.T) {
+	root := t.TempDir()
+	hostileTree(t, root, 300, 11)
+	n := len(referenceScan(t, root))
+	fds, goroutines := openFDs(t), runtime.NumGoroutine()
+	for _, workers := range []int{1, 2, 8} {
+		for _, max := range []int{1, 2, 50, n / 2, n - 1, n} {
+			x, err := scanWith(root, ScanOptions{MaxEntries: max}, workers)
+			switch {
+			case max < n && !errors.Is(err, ErrTooMany):
+				t.Errorf("workers %d, bound %d of %d entries: %v, want ErrTooMany", workers, max, n, err)
+			case max == n && (err != nil || x.Len() != n):
+				t.Errorf("workers %d, bound %d of %d entries: %v", workers, max, n, err)
+			}
+			if now := openFDs(t); now != fds {
+				t.Fatalf("workers %d, bound %d: %d fds open after the scan, %d before", workers, max, now, fds)
+			}
+		}
+	}
+	// A worker may still be on its way out after the scan returned.
+	for deadline := time.Now().Add(2 * time.Second); runtime.NumGoroutine() > goroutines && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	if now := runtime.NumGoroutine(); now > goroutines {
+		t.Fatalf("%d goroutines after the scans, %d before", now, goroutines)
 	}
 }
