@@ -115,17 +115,29 @@ var ErrTooMany = errors.New("too many entries")
 // symlink, never opening anything but directories, and not descending
 // into other mounts (their root is recorded, as a change of it is).
 //
-// It is parallel: min(GOMAXPROCS, 8) goroutines list directories and stat
-// their entries, a directory at a time, handing subdirectories to idle
-// ones, so its wall time is about one statx per entry divided among them.
-// It holds about one directory fd per level of the tree per goroutine.
-// The index costs 48 bytes plus the path per entry; while scanning it
-// also holds about twice that. The bound of MaxEntries counts entries as
-// their directories are listed, so every goroutine stops at the first
-// directory that takes the count past it.
+// It is parallel: up to min(GOMAXPROCS, 8) goroutines list directories
+// and stat their entries, a directory at a time, giving subdirectories to
+// idle ones (a tree of fewer than 256 entries stays on the caller's), so
+// its wall time approaches one statx per entry divided among them. It
+// holds about one directory fd per level of the tree per goroutine. The
+// index costs 48 bytes plus the path per entry; while scanning, about
+// twice that. MaxEntries counts entries as their directories are listed:
+// every goroutine stops at the first directory that takes the count past
+// it.
 func Scan(root string, opt ScanOptions) (*Index, error) {
 	return scanWith(root, opt, min(runtime.GOMAXPROCS(0), maxScanWorkers))
 }
+
+// shareAfter is how many entries a scan lists before its workers give
+// work away: a tree smaller than that is walked faster by one goroutine
+// than it takes to wake another.
+const shareAfter = 256
+
+// lockAfter is how many entries a scan lists before each worker locks its
+// OS thread. Measured on two cores: locked workers scan a tree of 100,000
+// entries about a tenth faster, but hand work over more slowly, which
+// costs more than it gains in trees of a few thousand.
+const lockAfter = 8192
 
 // maxScanWorkers bounds Scan's goroutines: statx scales with cores, but
 // past a few of them the directory locks of a shallow tree are shared.
@@ -214,6 +226,7 @@ type scanner struct {
 type worker struct {
 	s                  *scanner
 	stack              []frame
+	locked             bool // to its OS thread, once the tree proved large
 	entries, pathBytes int
 }
 
@@ -231,6 +244,9 @@ func (s *scanner) run(j scanJob) {
 	for ok := true; ok; j, ok = s.take() {
 		w.walk(j)
 	}
+	if w.locked {
+		runtime.UnlockOSThread()
+	}
 	s.mu.Lock()
 	s.entries += w.entries
 	s.pathBytes += w.pathBytes
@@ -243,6 +259,10 @@ func (w *worker) walk(j scanJob) {
 	s := w.s
 	w.list(j)
 	for len(w.stack) > 0 {
+		if !w.locked && s.count.Load() >= lockAfter {
+			runtime.LockOSThread()
+			w.locked = true
+		}
 		if s.stopped.Load() {
 			for _, f := range w.stack {
 				unix.Close(f.fd)
@@ -250,7 +270,7 @@ func (w *worker) walk(j scanJob) {
 			w.stack = w.stack[:0]
 			return
 		}
-		if s.want.Load() > 0 {
+		if s.want.Load() > 0 && s.count.Load() >= shareAfter {
 			w.share()
 		}
 		f := &w.stack[len(w.stack)-1]
@@ -271,8 +291,13 @@ func (w *worker) walk(j scanJob) {
 // the likeliest to be large, while some worker wants one.
 func (w *worker) share() {
 	s := w.s
+	left := 0
+	for _, f := range w.stack {
+		left += len(f.subs) - f.next
+	}
 	for k := 0; k < len(w.stack) && s.want.Load() > 0; k++ {
-		for f := &w.stack[k]; f.next < len(f.subs) && s.want.Load() > 0; {
+		// Keep the last one: giving it away would leave this worker idle.
+		for f := &w.stack[k]; f.next < len(f.subs) && left > 1 && s.want.Load() > 0; left-- {
 			i := f.subs[f.next]
 			f.next++
 			sub, ok := w.open(f, i)
@@ -319,7 +344,7 @@ func (w *worker) list(j scanJob) {
 		unix.Close(j.fd)
 		return
 	}
-	if s.max > 0 && s.count.Add(int64(len(names))) > int64(s.max) {
+	if s.count.Add(int64(len(names))) > int64(s.max) && s.max > 0 {
 		unix.Close(j.fd)
 		s.fail(fmt.Errorf("%w: more than %d", ErrTooMany, s.max))
 		return
@@ -336,9 +361,7 @@ func (w *worker) list(j scanJob) {
 		if err != nil {
 			// Vanished between listing and stat: the tree is changing.
 			s.unsettled.Store(true)
-			if s.max > 0 {
-				s.count.Add(-1)
-			}
+			s.count.Add(-1)
 			continue
 		}
 		if st.Mode&unix.S_IFMT == unix.S_IFDIR && linux.SameMount(st, s.root) && st.Dev == s.root.Dev {
