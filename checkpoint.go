@@ -47,10 +47,15 @@ type checkpointer struct {
 	lower     string
 	policy    attest.Policy
 	noMountID bool
-	key       *attest.Signer
-	base      attest.Checkpoint // session, launch and workspace of every checkpoint
-	dir       string            // OUT/checkpoints
-	changes   string            // the changes file, in the session's state dir
+	// mappedUnseen: the upper layer's filesystem does not stamp writes
+	// through shared mappings (probe.MappedWritesStamped), so no stat
+	// can vouch that a file is as it was: every checkpoint walks from
+	// scratch and hashes every file, and the final walk reuses nothing.
+	mappedUnseen bool
+	key          *attest.Signer
+	base         attest.Checkpoint // session, launch and workspace of every checkpoint
+	dir          string            // OUT/checkpoints
+	changes      string            // the changes file, in the session's state dir
 
 	log      attest.CheckpointLog
 	lastFull uint64          // seq of the last checkpoint that walked
@@ -72,7 +77,7 @@ func (c *checkpointer) take() (*CheckpointResult, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	start := time.Now()
-	idx, err := probe.Scan(c.upper, probe.ScanOptions{MaxEntries: int(c.policy.MaxEntries)})
+	idx, err := probe.Scan(c.upper, probe.ScanOptions{MaxEntries: int(c.policy.MaxEntries), Flush: true})
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint: %w", err)
 	}
@@ -81,7 +86,7 @@ func (c *checkpointer) take() (*CheckpointResult, error) {
 	cp.Probe, cp.ProbeEntries, cp.Taken = d[:], uint64(idx.Len()), time.Now().UTC()
 	var hashed uint64
 	var list *changeList
-	if c.lastFull != 0 && !c.retry && idx.Unchanged(c.probe) {
+	if c.lastFull != 0 && !c.retry && !c.mappedUnseen && idx.Unchanged(c.probe) {
 		cp.Unchanged, cp.SameAs = true, c.lastFull
 	} else {
 		prev := c.previous()
@@ -159,6 +164,9 @@ func (c *checkpointer) walk(idx *probe.Index, prev *changeList) (*overlay.Change
 	if err != nil {
 		return nil, digestCache{}, err
 	}
+	if c.mappedUnseen {
+		return ch, digestCache{}, nil
+	}
 	return ch, newDigestCache(seen, ch, &c.digests), nil
 }
 
@@ -166,10 +174,10 @@ func (c *checkpointer) walk(idx *probe.Index, prev *changeList) (*overlay.Change
 // that walked (in probe path order): those idx shows changed since the
 // last probe and those that walk could not read. It returns false when a
 // walk from scratch is needed: there was none yet, it stopped part-way,
-// or either probe was taken while the tree changed (it may have missed
-// entries).
+// either probe was taken while the tree changed (it may have missed
+// entries), or the filesystem does not stamp writes through mappings.
 func (c *checkpointer) changedSince(idx *probe.Index) ([]string, bool) {
-	if c.lastFull == 0 || c.probe == nil || c.probe.Unsettled || idx.Unsettled {
+	if c.lastFull == 0 || c.probe == nil || c.probe.Unsettled || idx.Unsettled || c.mappedUnseen {
 		return nil, false
 	}
 	var again []string // what the last walk could not read

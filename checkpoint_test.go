@@ -20,6 +20,7 @@ import (
 
 	"github.com/layerseal/layerseal/attest"
 	"github.com/layerseal/layerseal/internal/linux"
+	"github.com/layerseal/layerseal/internal/privtest"
 	"github.com/layerseal/layerseal/overlay"
 	"github.com/layerseal/layerseal/probe"
 )
@@ -451,4 +452,93 @@ func (e *cpEnv) matchesFreshRead(res *CheckpointResult, when string) (*attest.Ch
 		e.t.Fatalf("%s: checkpoint stands for %d entries, a fresh read gives %d:\n%+v\nwant\n%+v", when, len(all), len(want.Entries), all, want.Entries)
 	}
 	return c, env
+}
+
+// TestCheckpointCatchesMappedWrites: a write through a shared mapping
+// whose page is already dirty stamps no time. Each checkpoint writes
+// back the upper layer's pages first, so the next write through the
+// mapping stamps ctime and is caught, by a later checkpoint and by the
+// final walk. Where the filesystem stamps no write through a mapping at
+// all (tmpfs), every checkpoint walks and hashes everything instead.
+func TestCheckpointCatchesMappedWrites(t *testing.T) {
+	checkMappedWrites(t, newCPEnv(t))
+}
+
+// TestCheckpointMappedWritesOnTmpfs: the same with the upper layer on
+// tmpfs, which never stamps a write through a mapping.
+func TestCheckpointMappedWritesOnTmpfs(t *testing.T) {
+	privtest.Require(t)
+	e := newCPEnv(t)
+	if err := unix.Mount("tmpfs", e.upper, "tmpfs", 0, "size=8m"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Unmount(e.upper, unix.MNT_DETACH) })
+	if !checkMappedWrites(t, e) {
+		t.Error("tmpfs reported to stamp writes through mappings")
+	}
+	if n := e.walks.Load(); n != 4 {
+		t.Errorf("%d walks, want one per checkpoint (4)", n)
+	}
+}
+
+// checkMappedWrites writes through a shared mapping of an upper file
+// between checkpoints and reports whether the checkpointer found that
+// the upper layer's filesystem does not stamp such writes.
+func checkMappedWrites(t *testing.T, e *cpEnv) (unseen bool) {
+	stamped, err := probe.MappedWritesStamped(e.upper)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.cp.mappedUnseen = !stamped
+	p := filepath.Join(e.upper, "mapped")
+	e.write("mapped", string(make([]byte, 4096)))
+	f, err := os.OpenFile(p, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	m, err := unix.Mmap(int(f.Fd()), 0, 4096, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(m)
+	holds := func(seq uint64, when string) {
+		t.Helper()
+		want, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ent := e.entry(seq, "mapped"); ent == nil || !bytes.Equal(ent.New.SHA256, sha(want)) {
+			t.Errorf("%s: checkpoint %d does not hold the mapped file's content %q…", when, seq, want[:4])
+		}
+	}
+	m[0] = 'A'
+	e.settle()
+	holds(e.take().Seq, "first write")
+	for i, b := range []byte("BCD") {
+		// The page is dirty and was mapped writable before the
+		// checkpoint; this write stamps a time only if the checkpoint
+		// wrote the page back.
+		m[1+i] = b
+		e.settle()
+		res := e.take()
+		if res.Unchanged {
+			t.Fatalf("write %d through the mapping: checkpoint %d says unchanged", i+2, res.Seq)
+		}
+		holds(res.Seq, fmt.Sprintf("write %d", i+2))
+	}
+	// The final walk does not take the last digest for a file written
+	// through the mapping since.
+	m[4] = 'E'
+	e.settle()
+	known, _ := e.cp.final()
+	st, err := linux.Lstat(unix.AT_FDCWD, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now, _ := os.ReadFile(p)
+	if sum := known("mapped", st); sum != nil && !bytes.Equal(sum, sha(now)) {
+		t.Errorf("final walk offered the digest of an older content of the mapped file")
+	}
+	return !stamped
 }

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/layerseal/layerseal/attest"
+	"github.com/layerseal/layerseal/probe"
 )
 
 // The control channel of a running session is a unix socket in the
@@ -57,6 +58,14 @@ func (s *session) startCheckpoints(id string) (*checkpoints, error) {
 		changes: filepath.Join(string(s.dir), checkpointChangesFile),
 	}
 	cp.base.SessionID, cp.base.Launch, cp.base.Workspace = id, sha(s.launch), attest.Bytes(s.ws)
+	if stamped, err := probe.MappedWritesStamped(string(s.dir)); err != nil || !stamped {
+		cp.mappedUnseen = true
+		why := "the state dir's filesystem does not stamp writes through shared mappings"
+		if err != nil {
+			why = err.Error()
+		}
+		s.log("checkpoints will walk and hash every file: %s", why)
+	}
 	c := &checkpoints{cp: cp, sigs: make(chan os.Signal, 1), stop: make(chan struct{}), log: s.log}
 	if c.ln, err = listenControl(s.dir); err != nil {
 		// The interval and SIGUSR1 still work; the session runs.

@@ -444,7 +444,7 @@ func (r *reader) hash(p attest.Path, layer string, n node, st linux.Stat, s *att
 	if r.opt.Settle > 0 {
 		settle(st, r.opt.Settle)
 	}
-	sum, err := n.digest(r.opt.Deadline)
+	sum, err := n.digest(r.opt.Deadline, r.opt.Settle > 0)
 	if err != nil {
 		r.fault(p, layer, err)
 		return false

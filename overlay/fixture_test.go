@@ -216,7 +216,7 @@ func (n *fnode) xattrs() ([]attest.Xattr, error) {
 
 func (n *fnode) readlink() (string, error) { return n.spec.target, n.fault("readlink") }
 
-func (n *fnode) digest(deadline time.Time) ([]byte, error) {
+func (n *fnode) digest(deadline time.Time, _ bool) ([]byte, error) {
 	if err := n.fault("digest"); err != nil {
 		return nil, err
 	}

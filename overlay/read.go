@@ -60,6 +60,9 @@ type ReadOptions struct {
 	// is hashed only once Settle has passed since, so a write in
 	// the same clock tick cannot hide in the digest, and a file that
 	// changes while hashed is reported Unstable instead of Vanished.
+	// Each upper file is also written back before it is hashed, so that
+	// a write through a shared mapping is caught as well (see
+	// probe.ScanOptions.Flush).
 	Settle time.Duration
 	// KnownDigest, if set, is asked for the digest of each upper regular
 	// file about to be hashed, with its path and stat; a non-nil answer

@@ -552,7 +552,7 @@ func TestFSNodeSwaps(t *testing.T) {
 	must(err)
 	defer n.close()
 	must(os.WriteFile(filepath.Join(dir, "f"), []byte("three"), 0o644))
-	if _, err := n.digest(time.Time{}); !errors.Is(err, errSwapped) {
+	if _, err := n.digest(time.Time{}, false); !errors.Is(err, errSwapped) {
 		t.Errorf("file written while open: %v, want errSwapped", err)
 	}
 }

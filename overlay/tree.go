@@ -34,8 +34,12 @@ type node interface {
 	readlink() (string, error)
 	// digest returns the SHA-256 of a regular file's contents, failing
 	// with errSwapped if the file changed while being read and with
-	// errTimeUp once deadline (if set) has passed.
-	digest(deadline time.Time) ([]byte, error)
+	// errTimeUp once deadline (if set) has passed. With flush, the file's
+	// dirty pages are written back first: that write-protects every
+	// shared mapping of them, so a write through a mapping made after it
+	// faults and stamps the file's ctime, and the stat after the read
+	// sees it.
+	digest(deadline time.Time, flush bool) ([]byte, error)
 	close()
 }
 
@@ -130,7 +134,7 @@ func (n *fsNode) readlink() (string, error) { return linux.Readlinkat(n.fd, "") 
 // read is the one checked, whatever its name points to now), hashes it
 // with the shared bounded buffer, and checks that size, mtime and ctime
 // did not change during the read.
-func (n *fsNode) digest(deadline time.Time) ([]byte, error) {
+func (n *fsNode) digest(deadline time.Time, flush bool) ([]byte, error) {
 	if n.st.Mode&unix.S_IFMT != unix.S_IFREG {
 		return nil, fmt.Errorf("digest of a non-regular file: %w", errSwapped)
 	}
@@ -139,6 +143,11 @@ func (n *fsNode) digest(deadline time.Time) ([]byte, error) {
 		return nil, err
 	}
 	defer unix.Close(fd)
+	if flush {
+		if err := unix.Fdatasync(fd); err != nil {
+			return nil, fmt.Errorf("write back: %w", err)
+		}
+	}
 	before, err := linux.Lstat(fd, "")
 	if err != nil {
 		return nil, err

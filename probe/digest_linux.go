@@ -104,6 +104,14 @@ type ScanOptions struct {
 	// MaxEntries stops the scan with ErrTooMany past this many entries;
 	// 0 means no bound.
 	MaxEntries int
+	// Flush writes back the dirty pages of the tree's filesystem (syncfs)
+	// after Index.Time is taken and before any entry is stat'ed. A write
+	// through a shared mapping whose page is dirty stamps no time; once
+	// written back, the page is write-protected, and on a filesystem
+	// where MappedWritesStamped holds the next write stamps ctime. So an
+	// entry whose ctime is before Time − Window (not racy) has no page
+	// that can be written without its ctime changing.
+	Flush bool
 }
 
 // ErrTooMany is returned by Scan when the tree has more entries than
@@ -149,6 +157,12 @@ func scanWith(root string, opt ScanOptions, workers int) (*Index, error) {
 	fd, err := linux.Openat(unix.AT_FDCWD, root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW)
 	if err != nil {
 		return nil, fmt.Errorf("probe %q: %w", root, err)
+	}
+	if opt.Flush {
+		if err := unix.Syncfs(fd); err != nil {
+			unix.Close(fd)
+			return nil, fmt.Errorf("probe %q: write back: %w", root, err)
+		}
 	}
 	st, err := linux.Lstat(fd, "")
 	if err != nil {
