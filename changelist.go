@@ -105,7 +105,13 @@ func (l *changeList) write(path string, seq uint64) ([]byte, error) {
 		b = append(b, leaf...)
 		b = append(b, l.hashes[i]...)
 	}
-	if err := writeUnsynced(path, b, 0o600); err != nil {
+	// A fresh file, not a rename over the old one or a truncation of it,
+	// which ext4 (auto_da_alloc) writes back at once. A file cut short
+	// by a crash fails the digest check and is not used.
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	if err := os.WriteFile(path, b, 0o600); err != nil {
 		return nil, err
 	}
 	return sha(b), nil

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/layerseal/layerseal/attest"
+	"github.com/layerseal/layerseal/probe"
 )
 
 // origin is the xattr overlay leaves on copied-up entries.
@@ -554,5 +555,60 @@ func TestFSNodeSwaps(t *testing.T) {
 	must(os.WriteFile(filepath.Join(dir, "f"), []byte("three"), 0o644))
 	if _, err := n.digest(time.Time{}, false); !errors.Is(err, errSwapped) {
 		t.Errorf("file written while open: %v, want errSwapped", err)
+	}
+}
+
+// TestFSNodeDigestFlushProtectsMappings: a digest with flush writes the
+// file back first, so a write through a shared mapping made afterwards
+// stamps ctime (the stat after the read catches it), even when the page
+// was dirty and mapped writable before. Without flush it stamps nothing.
+func TestFSNodeDigestFlushProtectsMappings(t *testing.T) {
+	for _, flush := range []bool{true, false} {
+		dir := t.TempDir()
+		p := filepath.Join(dir, "f")
+		if err := os.WriteFile(p, make([]byte, 4096), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if stamped, err := probe.MappedWritesStamped(dir); err != nil || !stamped {
+			t.Fatalf("this test needs a filesystem that stamps writes through mappings: %t, %v", stamped, err)
+		}
+		f, err := os.OpenFile(p, os.O_RDWR, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := unix.Mmap(int(f.Fd()), 0, 4096, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m[0] = 'A' // the page is now dirty and mapped writable
+		time.Sleep(20 * time.Millisecond)
+		root, err := openFSRoot(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := root.lstat("f")
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, err := root.open("f", st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := n.digest(time.Time{}, flush); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
+		m[1] = 'B'
+		after, err := root.lstat("f")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if stamped := after.CtimeNS != st.CtimeNS; stamped != flush {
+			t.Errorf("flush %t: the write through the mapping after the digest stamped ctime: %t", flush, stamped)
+		}
+		n.close()
+		root.close()
+		unix.Munmap(m)
+		f.Close()
 	}
 }
