@@ -8,14 +8,11 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"sync"
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/layerseal/layerseal/attest"
-	"github.com/layerseal/layerseal/internal/linux"
+	"github.com/layerseal/layerseal/internal/statxfloor"
 	"github.com/layerseal/layerseal/probe"
 )
 
@@ -130,28 +127,15 @@ func BenchmarkCheckpoint(b *testing.B) {
 			}
 		})
 		b.Run(fmt.Sprintf("entries=%d/statx-floor", n), func(b *testing.B) {
-			fds, names := openTree(b, cp.upper)
-			defer func() {
-				for _, fd := range fds {
-					unix.Close(fd)
-				}
-			}()
-			threads := min(runtime.GOMAXPROCS(0), 8)
+			tree, err := statxfloor.Open(cp.upper)
+			if err != nil || tree.Len() != n-1 {
+				b.Fatalf("%v entries below the root, want %d: %v", tree, n-1, err)
+			}
+			defer tree.Close()
 			for b.Loop() {
-				var wg sync.WaitGroup
-				for w := range threads {
-					wg.Go(func() {
-						runtime.LockOSThread()
-						defer runtime.UnlockOSThread()
-						var st unix.Statx_t
-						for i := w; i < len(names); i += threads {
-							if err := unix.Statx(names[i].fd, names[i].name, unix.AT_SYMLINK_NOFOLLOW, unix.STATX_BASIC_STATS, &st); err != nil {
-								b.Error(err)
-							}
-						}
-					})
+				if err := tree.Stat(min(runtime.GOMAXPROCS(0), 8)); err != nil {
+					b.Fatal(err)
 				}
-				wg.Wait()
 			}
 		})
 		b.Run(fmt.Sprintf("entries=%d/memory", n), func(b *testing.B) {
@@ -182,40 +166,4 @@ func BenchmarkCheckpoint(b *testing.B) {
 			runtime.KeepAlive(ch)
 		})
 	}
-}
-
-// dirent names an entry by its open directory.
-type dirent struct {
-	fd   int
-	name string
-}
-
-// openTree opens every directory under root (the caller closes them) and
-// names every entry by its directory: all a bare statx of each needs.
-func openTree(b *testing.B, root string) (fds []int, names []dirent) {
-	b.Helper()
-	var walk func(fd int)
-	walk = func(fd int) {
-		fds = append(fds, fd)
-		ns, err := linux.ReadDirNamesMax(fd, 0)
-		if err != nil {
-			b.Fatal(err)
-		}
-		for _, name := range ns {
-			names = append(names, dirent{fd, name})
-			if st, err := linux.Lstat(fd, name); err == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR {
-				sub, err := linux.OpenBeneath(fd, name, unix.O_RDONLY|unix.O_DIRECTORY)
-				if err != nil {
-					b.Fatal(err)
-				}
-				walk(sub)
-			}
-		}
-	}
-	fd, err := linux.Openat(unix.AT_FDCWD, root, unix.O_RDONLY|unix.O_DIRECTORY)
-	if err != nil {
-		b.Fatal(err)
-	}
-	walk(fd)
-	return fds, names
 }

@@ -5,12 +5,11 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"sync"
 	"testing"
 
 	"golang.org/x/sys/unix"
 
-	"github.com/layerseal/layerseal/internal/linux"
+	"github.com/layerseal/layerseal/internal/statxfloor"
 )
 
 // benchTree builds, under root, files/100 directories of 100 files of 1 KiB
@@ -36,39 +35,6 @@ func benchTree(b *testing.B, root string, files int) {
 			}
 		}
 	}
-}
-
-// floorTree opens every directory of root (the caller closes them) and
-// lists, for each, the names of its entries: all that statx needs.
-func floorTree(b *testing.B, root string) (fds []int, names [][]string) {
-	b.Helper()
-	var walk func(fd int)
-	walk = func(fd int) {
-		ns, err := linux.ReadDirNamesMax(fd, 0)
-		if err != nil {
-			b.Fatal(err)
-		}
-		fds, names = append(fds, fd), append(names, ns)
-		for _, name := range ns {
-			st, err := linux.Lstat(fd, name)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if st.Mode&unix.S_IFMT == unix.S_IFDIR {
-				sub, err := linux.OpenBeneath(fd, name, unix.O_RDONLY|unix.O_DIRECTORY)
-				if err != nil {
-					b.Fatal(err)
-				}
-				walk(sub)
-			}
-		}
-	}
-	fd, err := linux.Openat(unix.AT_FDCWD, root, unix.O_RDONLY|unix.O_DIRECTORY)
-	if err != nil {
-		b.Fatal(err)
-	}
-	walk(fd)
-	return fds, names
 }
 
 // BenchmarkScan compares Scan on one worker, Scan as it runs by default,
@@ -105,44 +71,19 @@ func BenchmarkScan(b *testing.B) {
 			})
 		}
 		b.Run(fmt.Sprintf("entries=%dk/statx-floor", files/1000), func(b *testing.B) {
-			fds, names := floorTree(b, root)
-			defer func() {
-				for _, fd := range fds {
-					unix.Close(fd)
-				}
-			}()
-			type item struct {
-				fd   int
-				name string
+			tree, err := statxfloor.Open(root)
+			if err != nil {
+				b.Fatal(err)
 			}
-			var all []item
-			for i, ns := range names {
-				for _, n := range ns {
-					all = append(all, item{fds[i], n})
-				}
+			defer tree.Close()
+			if tree.Len() != entries-1 {
+				b.Fatalf("%d entries below the root, the scan saw %d", tree.Len(), entries-1)
 			}
-			if len(all) != entries-1 {
-				b.Fatalf("%d entries below the root, the scan saw %d", len(all), entries-1)
-			}
-			const flags = unix.AT_SYMLINK_NOFOLLOW | unix.AT_NO_AUTOMOUNT | unix.AT_STATX_SYNC_AS_STAT
 			cpu0 := cpuNS(b)
 			for b.Loop() {
-				var wg sync.WaitGroup
-				for w := range workers {
-					part := all[w*len(all)/workers : (w+1)*len(all)/workers]
-					wg.Go(func() {
-						runtime.LockOSThread()
-						defer runtime.UnlockOSThread()
-						var sx unix.Statx_t
-						for _, it := range part {
-							if err := unix.Statx(it.fd, it.name, flags, linux.StatxMask, &sx); err != nil {
-								b.Error(err)
-								return
-							}
-						}
-					})
+				if err := tree.Stat(workers); err != nil {
+					b.Fatal(err)
 				}
-				wg.Wait()
 			}
 			perEntry(b, cpu0)
 		})
