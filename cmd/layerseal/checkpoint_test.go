@@ -123,6 +123,10 @@ while [ ! -e SYNC/go2 ]; do sleep 0.05; done`, "SYNC", sync)
 		d.Changes[2].Path != "gone.txt" || d.Changes[2].Change != attest.Deleted {
 		t.Errorf("diff 1→3: %s", diff)
 	}
+	// show of a checkpoint lists all the changes so far, as of a statement.
+	if got, want := e.cliCheck(0, "show", "--key", e.pub, cp(3)), e.cliCheck(0, "show", "--key", e.pub, statement); got != want || !strings.Contains(got, "# 4 change(s)") {
+		t.Errorf("show checkpoint 3:\n%s\nshow statement:\n%s", got, want)
+	}
 	if got := e.cliCheck(0, "diff", "--key", e.pub, cp(3), statement); !strings.HasPrefix(got, "# 0 change(s)") {
 		t.Errorf("diff checkpoint 3 → statement: %s", got)
 	}

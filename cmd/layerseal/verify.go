@@ -84,40 +84,43 @@ func verifyCommand() *cli.Command {
 func showCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "show",
-		Usage:     "summarise a statement like `git status --short` (--key also verifies it)",
-		ArgsUsage: "STATEMENT",
+		Usage:     "summarise a statement or a checkpoint like `git status --short` (--key also verifies it)",
+		ArgsUsage: "STATEMENT|CHECKPOINT",
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "json", Usage: "print one JSON object"},
 			&cli.StringFlag{Name: "key", Usage: "verify with this public key first"},
 		},
 		Action: func(_ context.Context, cmd *cli.Command) error {
 			if cmd.NArg() != 1 {
-				return usageErr("usage: layerseal show [--json] [--key KEY.pub] STATEMENT")
+				return usageErr("usage: layerseal show [--json] [--key KEY.pub] STATEMENT|CHECKPOINT")
 			}
-			env, err := readArtifact(cmd.Args().First())
-			if err != nil {
-				return exitWith(exitFailed, err)
-			}
-			var st *attest.Statement
-			verified := false
+			var pub []byte
 			if k := cmd.String("key"); k != "" {
-				pub, err := attest.LoadPublicKey(k)
+				p, err := attest.LoadPublicKey(k)
 				if err != nil {
 					return exitWith(exitUsage, err)
 				}
-				st, err = attest.VerifyStatement(env, pub, nil)
-				verified = err == nil
-			} else {
-				st, err = attest.ReadStatement(env)
+				pub = p
 			}
+			a, err := readAny(cmd.Args().First(), pub)
 			if err != nil {
-				return exitWith(exitFailed, fmt.Errorf("%s: %w", cmd.Args().First(), err))
+				return exitWith(exitFailed, err)
+			}
+			st := a.st
+			if a.cp != nil {
+				// All the changes so far, shown as a statement shows them.
+				st = &attest.Statement{SessionID: a.session, Complete: a.cp.Complete, Incomplete: a.cp.Incomplete, Entries: a.entries}
 			}
 			if cmd.Bool("json") {
-				printJSON(showJSON(st, verified))
+				m := showJSON(st, pub != nil)
+				if a.cp != nil {
+					delete(m, "exit")
+					m["checkpoint"] = a.cp.Seq
+				}
+				printJSON(m)
 				return nil
 			}
-			writeShort(os.Stdout, st, verified)
+			writeShort(os.Stdout, st, pub != nil)
 			return nil
 		},
 	}
