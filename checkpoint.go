@@ -65,6 +65,7 @@ type checkpointer struct {
 	probe    *probe.Index    // the probe of the last checkpoint
 	digests  digestCache     // settled digests of upper files, from the last walk
 	head     []byte          // SHA-256 of the last checkpoint's envelope file
+	broken   error           // a checkpoint was signed but not written: the chain ends before it
 	readHook func()          // tests: called for every walk of the upper layer
 }
 
@@ -76,6 +77,9 @@ type checkpointer struct {
 func (c *checkpointer) take() (*CheckpointResult, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.broken != nil {
+		return nil, c.broken
+	}
 	start := time.Now()
 	idx, err := probe.Scan(c.upper, probe.ScanOptions{MaxEntries: int(c.policy.MaxEntries), Flush: true})
 	if err != nil {
@@ -112,9 +116,11 @@ func (c *checkpointer) take() (*CheckpointResult, error) {
 	}
 	file := filepath.Join(c.dir, CheckpointFile(cp.Seq))
 	if err := writeUnsynced(file, env, 0o644); err != nil {
-		// The log moved on in memory; a later checkpoint cannot be
-		// written without this one, so stop taking them.
-		return nil, fmt.Errorf("checkpoint %d: %w", cp.Seq, err)
+		// The log moved on in memory, and no later checkpoint would
+		// verify without this one: the chain ends with the last one
+		// written, which the final statement binds.
+		c.broken = fmt.Errorf("checkpoint %d could not be written, so no later one is taken: %w", cp.Seq, err)
+		return nil, c.broken
 	}
 	c.probe, c.head = idx, sha(env)
 	if list != nil {

@@ -542,3 +542,40 @@ func checkMappedWrites(t *testing.T, e *cpEnv) (unseen bool) {
 	}
 	return !stamped
 }
+
+// TestCheckpointWriteFailureEndsChain: a checkpoint signed but not
+// written ends the chain there: no later checkpoint is taken, and the
+// final statement binds the last one written, so the chain on disk
+// verifies.
+func TestCheckpointWriteFailureEndsChain(t *testing.T) {
+	e := newCPEnv(t)
+	e.write("a", "a")
+	e.settle()
+	first := e.take()
+	if err := os.Rename(e.cp.dir, e.cp.dir+".away"); err != nil {
+		t.Fatal(err)
+	}
+	e.write("b", "b")
+	e.settle()
+	if _, err := e.cp.take(); err == nil {
+		t.Fatal("checkpoint written into a missing directory")
+	}
+	if err := os.Rename(e.cp.dir+".away", e.cp.dir); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := e.cp.take(); err == nil {
+		t.Fatalf("checkpoint %d taken after one was lost", res.Seq)
+	}
+	_, head := e.cp.final()
+	env, err := os.ReadFile(first.File)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(head, sha(env)) {
+		t.Errorf("final head is not checkpoint %d, the last written", first.Seq)
+	}
+	verifyDir(t, e.cp.dir, e.pub, int(first.Seq))
+	if names, _ := filepath.Glob(filepath.Join(e.cp.dir, "*.json")); len(names) != 1 {
+		t.Errorf("checkpoint files %v, want only the first", names)
+	}
+}
