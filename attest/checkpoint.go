@@ -301,7 +301,10 @@ func checkRemoved(removed []Path, entries []Entry) error {
 // checkpoint that walked.
 func ChangesOf(cps []*Checkpoint) ([]Entry, error) {
 	var r resolver
-	for _, c := range cps {
+	for i, c := range cps {
+		if c.Seq != uint64(i+1) {
+			return nil, fmt.Errorf("%w: checkpoint %d of the chain says it is checkpoint %d", ErrChain, i+1, c.Seq)
+		}
 		if err := r.next(c); err != nil {
 			return nil, err
 		}

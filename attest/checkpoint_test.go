@@ -41,7 +41,7 @@ func testDelta(base, all []Entry) ([]Entry, []Path) {
 
 // listDifference makes c list its changes, all, as the difference from
 // those of checkpoint base, base.
-func listDifference(t *testing.T, c *Checkpoint, seq uint64, base, all []Entry) {
+func listDifference(t testing.TB, c *Checkpoint, seq uint64, base, all []Entry) {
 	t.Helper()
 	root, err := MerkleRoot(all)
 	if err != nil {
@@ -68,7 +68,7 @@ func sampleListAt(i int) []Entry {
 // sampleChain signs n checkpoints of session: every third one unchanged
 // since the one before it; the others list the growing change set of
 // sampleListAt, in full up to checkpoint 2 and as a difference after.
-func sampleChain(t *testing.T, s *Signer, n int, session string) (launchEnv []byte, envs [][]byte, log *CheckpointLog) {
+func sampleChain(t testing.TB, s *Signer, n int, session string) (launchEnv []byte, envs [][]byte, log *CheckpointLog) {
 	t.Helper()
 	launchEnv, err := SignLaunch(s, sampleLaunch(session))
 	if err != nil {

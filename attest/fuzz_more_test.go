@@ -105,3 +105,48 @@ func FuzzInclusion(f *testing.F) {
 		}
 	})
 }
+
+// FuzzCheckpointChain replaces one checkpoint of a signed chain, some of
+// whose checkpoints list only their difference, with an arbitrary payload
+// signed with the chain's key. Reading the chain without the key and
+// resolving its lists must not fail in any other way than the error
+// classes, and verifying it must either refuse it or resolve to the very
+// list the untouched chain does.
+func FuzzCheckpointChain(f *testing.F) {
+	s := testSigner(f, 1)
+	launch, envs, _ := sampleChain(f, s, 8, session1)
+	for _, k := range []int{0, 2, 3, 7} {
+		f.Add(uint8(k), payloadOf(f, envs[k]))
+	}
+	want := sampleListAt(8)
+	f.Fuzz(func(t *testing.T, k uint8, payload []byte) {
+		chain := append([][]byte(nil), envs...)
+		chain[int(k)%len(chain)] = reseal(t, s, payload)
+		var cps []*Checkpoint
+		for _, env := range chain {
+			c, err := ReadCheckpoint(env)
+			if err != nil {
+				if !errors.Is(err, ErrMalformed) && err != ErrNotVerified {
+					t.Fatalf("read: error of neither class: %v", err)
+				}
+				break
+			}
+			cps = append(cps, c)
+		}
+		if len(cps) == len(chain) {
+			if _, err := ChangesOf(cps); err != nil && !errors.Is(err, ErrChain) && err != ErrNotVerified {
+				t.Fatalf("resolve: error of neither class: %v", err)
+			}
+		}
+		_, all, err := VerifyChain(chain, s.Public(), launch)
+		if err != nil {
+			if !errors.Is(err, ErrChain) && !errors.Is(err, ErrNotVerified) && !errors.Is(err, ErrMalformed) {
+				t.Fatalf("verify: error of no class: %v", err)
+			}
+			return
+		}
+		if !reflect.DeepEqual(all, want) {
+			t.Fatalf("a changed chain verified and resolves to\n%+v\nwant\n%+v", all, want)
+		}
+	})
+}
