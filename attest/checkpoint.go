@@ -53,7 +53,7 @@ const MaxCheckpointSize = MaxStatementSize
 //
 // A checkpoint that walks after another lists only the difference, so a
 // checkpoint costs, in bytes, what changed since the last one, not what
-// changed since the session began; Resolve (or VerifyChain) gives back
+// changed since the session began; ChangesOf (or VerifyChain) gives back
 // its whole change list and checks it against root.
 //
 // The leaf hash (CheckpointLeaf) covers every member but changes and
@@ -402,7 +402,7 @@ func (l *CheckpointLog) Size() uint64 { return uint64(len(l.leaves)) }
 //     its entries;
 //   - for one that lists the difference from checkpoint Base (the last
 //     one that walked), nothing: the caller sets Root and Count of all
-//     the changes, which Resolve checks.
+//     the changes, which ChangesOf checks.
 //
 // It costs MerkleRoot of the entries listed, encoding, and O(log n)
 // hashes per proof node over n checkpoints.
