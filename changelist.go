@@ -43,20 +43,22 @@ func (l *changeList) next(all []attest.Entry) *changeList {
 		for ; i < len(prev) && prev[i].Path < e.Path; i++ {
 			n.removed = append(n.removed, prev[i].Path)
 		}
+		var leaf []byte
 		if i < len(prev) && prev[i].Path == e.Path {
 			p := &prev[i]
 			i++
-			if p.Change == e.Change && p.Old == e.Old && p.New == e.New {
+			taken := p.Change == e.Change && p.Old == e.Old && p.New == e.New
+			if !taken {
+				leaf = e.MarshalLeaf()
+			}
+			if taken || bytes.Equal(leaf, l.leaves[i-1]) {
 				n.leaves[j], n.hashes[j] = l.leaves[i-1], l.hashes[i-1]
 				continue
 			}
-			if leaf := e.MarshalLeaf(); bytes.Equal(leaf, l.leaves[i-1]) {
-				n.leaves[j], n.hashes[j] = l.leaves[i-1], l.hashes[i-1]
-				continue
-			}
+		} else {
+			leaf = e.MarshalLeaf()
 		}
-		n.leaves[j] = e.MarshalLeaf()
-		n.hashes[j] = attest.HashLeaf(n.leaves[j])
+		n.leaves[j], n.hashes[j] = leaf, attest.HashLeaf(leaf)
 		n.changed = append(n.changed, *e)
 	}
 	for ; i < len(prev); i++ {

@@ -99,11 +99,9 @@ func (c *checkpointer) take() (*CheckpointResult, error) {
 			return nil, fmt.Errorf("checkpoint: %w", err)
 		}
 		list = prev.next(ch.Entries)
+		cp.Root, cp.Count, cp.Entries = list.root(), uint64(len(ch.Entries)), ch.Entries
 		if prev != nil {
-			cp.Base, cp.Root, cp.Count = c.lastFull, list.root(), uint64(len(ch.Entries))
-			cp.Entries, cp.Removed = list.changed, list.removed
-		} else {
-			cp.Entries = ch.Entries
+			cp.Base, cp.Entries, cp.Removed = c.lastFull, list.changed, list.removed
 		}
 		hashed = ch.Stats.BytesHashed
 		cp.Incomplete = sortReasons(ch.Incomplete)

@@ -398,14 +398,14 @@ func (l *CheckpointLog) Size() uint64 { return uint64(len(l.leaves)) }
 // proofs, and:
 //   - for an unchanged checkpoint, Root, Count and Incomplete, copied from
 //     checkpoint SameAs, which must be the last one that walked;
-//   - for one that lists all its changes (Base 0), Root and Count, from
-//     its entries;
+//   - for one that lists all its changes (Base 0), Count, and Root from
+//     its entries unless the caller set it (VerifyCheckpoint checks it);
 //   - for one that lists the difference from checkpoint Base (the last
 //     one that walked), nothing: the caller sets Root and Count of all
 //     the changes, which ChangesOf checks.
 //
-// It costs MerkleRoot of the entries listed, encoding, and O(log n)
-// hashes per proof node over n checkpoints.
+// It costs encoding, MerkleRoot of the entries when it computes Root, and
+// O(log n) hashes per proof node over n checkpoints.
 func (l *CheckpointLog) Append(s *Signer, c *Checkpoint) ([]byte, error) {
 	if s == nil {
 		return nil, errors.New("sign checkpoint: no signer")
@@ -421,11 +421,14 @@ func (l *CheckpointLog) Append(s *Signer, c *Checkpoint) ([]byte, error) {
 		c.Incomplete = l.last.Incomplete
 		c.Entries, c.Removed, c.Base = nil, nil, 0
 	case c.Base == 0:
-		root, err := MerkleRoot(c.Entries)
-		if err != nil {
-			return nil, fmt.Errorf("sign checkpoint: %w", err)
+		if c.Root == nil {
+			root, err := MerkleRoot(c.Entries)
+			if err != nil {
+				return nil, fmt.Errorf("sign checkpoint: %w", err)
+			}
+			c.Root = root
 		}
-		c.Root, c.Count, c.SameAs, c.Removed = root, uint64(len(c.Entries)), 0, nil
+		c.Count, c.SameAs, c.Removed = uint64(len(c.Entries)), 0, nil
 	default:
 		if l.last == nil || c.Base != l.last.Seq {
 			return nil, fmt.Errorf("sign checkpoint: difference from %d, but the last full checkpoint is not that one", c.Base)

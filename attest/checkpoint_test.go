@@ -494,3 +494,20 @@ func TestCheckpointDifferenceRefused(t *testing.T) {
 		})
 	}
 }
+
+// A root the caller gives for a checkpoint that lists all its changes is
+// signed as given, and refused on reading when it is not theirs.
+func TestCheckpointCallerRootChecked(t *testing.T) {
+	s := testSigner(t, 1)
+	for _, root := range [][]byte{nil, digest("not the root")} {
+		c := &Checkpoint{SessionID: session1, Launch: digest("l"), Workspace: "/w", Taken: time.Unix(1, 0).UTC(),
+			Probe: digest("p"), Entries: sampleEntries(), Root: root}
+		env, err := (&CheckpointLog{}).Append(s, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := VerifyCheckpoint(env, s.Public()); (err == nil) != (root == nil) {
+			t.Errorf("root %x given: verify %v", root, err)
+		}
+	}
+}

@@ -98,7 +98,7 @@ func readAny(path string, pub []byte) (*artifact, error) {
 	}
 	a := &artifact{path: path, env: env}
 	if cp, cerr := attest.ReadCheckpoint(env); cerr == nil {
-		cps, all, err := readChain(path, cp.Seq, pub, nil)
+		cps, all, err := readChain(path, env, cp.Seq, pub, nil)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
@@ -282,16 +282,16 @@ func chainIn(dir string) ([][]byte, error) {
 	return envs, nil
 }
 
-// readChain reads checkpoints 1 to seq from the directory of path, which
-// must be the last of them, verified with pub (when not nil) as a chain
-// bound to launch (when not nil), and returns them and all the changes of
-// the last.
-func readChain(path string, seq uint64, pub, launch []byte) ([]*attest.Checkpoint, []attest.Entry, error) {
+// readChain reads checkpoints 1 to seq from the directory of path, whose
+// envelope file env must be the last of them, verified with pub (when not
+// nil) as a chain bound to launch (when not nil), and returns them and all
+// the changes of the last.
+func readChain(path string, env []byte, seq uint64, pub, launch []byte) ([]*attest.Checkpoint, []attest.Entry, error) {
 	envs, err := chainUpTo(filepath.Dir(path), seq)
 	if err != nil {
 		return nil, nil, err
 	}
-	if !bytes.Equal(envs[len(envs)-1], mustRead(path)) {
+	if !bytes.Equal(envs[len(envs)-1], env) {
 		return nil, nil, fmt.Errorf("%w: %s is not the checkpoint %d of its directory", attest.ErrChain, path, seq)
 	}
 	if pub != nil {
@@ -309,8 +309,8 @@ func readChain(path string, seq uint64, pub, launch []byte) ([]*attest.Checkpoin
 
 // verifyCheckpointFile is `verify` of a checkpoint: its signature and its
 // log head, and the chain before it in the same directory.
-func verifyCheckpointFile(cmd *cli.Command, pub []byte, path string, cp *attest.Checkpoint, launch []byte) error {
-	cps, _, err := readChain(path, cp.Seq, pub, launch)
+func verifyCheckpointFile(cmd *cli.Command, pub []byte, path string, env []byte, cp *attest.Checkpoint, launch []byte) error {
+	cps, _, err := readChain(path, env, cp.Seq, pub, launch)
 	if err == nil {
 		cp = cps[len(cps)-1]
 	}
@@ -373,11 +373,6 @@ func verifyStatementChain(st *attest.Statement, pub []byte, dir string, launch [
 		return "", nil
 	}
 	return fmt.Sprintf("checkpoint chain: %d checkpoint(s), bound to the statement", len(envs)), nil
-}
-
-func mustRead(path string) []byte {
-	b, _ := readArtifact(path)
-	return b
 }
 
 func verifyClass(err error) string {

@@ -44,7 +44,7 @@ func verifyCommand() *cli.Command {
 				}
 			}
 			if cp, err := attest.ReadCheckpoint(env); err == nil {
-				return verifyCheckpointFile(cmd, pub, cmd.Args().First(), cp, launch)
+				return verifyCheckpointFile(cmd, pub, cmd.Args().First(), env, cp, launch)
 			}
 			st, err := attest.VerifyStatement(env, pub, launch)
 			chain := ""
