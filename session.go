@@ -40,6 +40,7 @@ type RunConfig struct {
 	StateDir  string         // DefaultStateDir when empty
 	Process   specs.Process  // the agent; see DefaultProcess
 	Policy    attest.Policy  // DefaultPolicy's values where zero
+	Sandbox   nsrun.Sandbox  // the agent's confinement beyond the workspace
 	// Stdin, Stdout and Stderr are the agent's; a terminal passes through.
 	Stdin, Stdout, Stderr *os.File
 	// Log receives diagnostics (one line each); nil discards them.
@@ -112,6 +113,7 @@ type session struct {
 	lower    linux.Stat
 	submount []attest.Reason
 	launch   []byte
+	sandbox  attest.Sandbox // in force, as the launch record says
 	log      func(format string, args ...any)
 	cp       *checkpointer // the session's checkpoints, once the agent ran
 }
@@ -312,7 +314,7 @@ func (s *session) run() (*RunResult, error) {
 			hide = append(hide, evalOrSelf(k))
 		}
 	}
-	nc := nsrun.Config{Workspace: s.ws, Upper: dir.upper(), Work: dir.work(), Hide: hide, Process: s.cfg.Process}
+	nc := nsrun.Config{Workspace: s.ws, Upper: dir.upper(), Work: dir.work(), Hide: hide, Process: s.cfg.Process, Sandbox: s.cfg.Sandbox}
 	r, err := nsrun.Start(nc, s.cfg.Stdin, s.cfg.Stdout, s.cfg.Stderr)
 	if err != nil {
 		s.dropEmpty()
@@ -367,6 +369,7 @@ func (s *session) writeLaunch(id string, ready nsrun.Ready) error {
 		Overlay:     attest.OverlayOptions{Options: ready.Mounted.Options, Missing: ready.Mounted.Missing},
 		Kernel:      kernelFeatures(s.features),
 		Agent:       s.cfg.Process,
+		Sandbox:     ready.Sandbox,
 		Policy:      s.cfg.Policy,
 		ToolVersion: Version,
 		Started:     time.Now().UTC(),
@@ -385,7 +388,7 @@ func (s *session) writeLaunch(id string, ready nsrun.Ready) error {
 	if err := writeFileAtomic(filepath.Join(string(s.dir), LaunchFile), b, 0o600); err != nil {
 		return err
 	}
-	s.launch = b
+	s.launch, s.sandbox = b, ready.Sandbox
 	return writeFileAtomic(filepath.Join(s.out, LaunchFile), b, 0o644)
 }
 
@@ -395,7 +398,7 @@ func (s *session) finish(id string, res nsrun.Result, lostEnd bool) (*RunResult,
 	if res.Signal != 0 {
 		out.Exit = attest.Exit{Code: 128 + res.Signal, Signal: unix.SignalName(unix.Signal(res.Signal))}
 	}
-	reasons := append([]attest.Reason(nil), s.submount...)
+	reasons := append(append([]attest.Reason(nil), s.submount...), s.sandbox.Reasons()...)
 	for _, m := range res.Mounts {
 		reasons = append(reasons, attest.Reason{Code: attest.AgentMount, Path: m.Path, Detail: m.Detail})
 	}

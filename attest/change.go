@@ -96,6 +96,9 @@ const (
 	CapSysAdmin   Code = "cap-sys-admin"   // the agent held CAP_SYS_ADMIN and could rearrange its mounts
 	UnobservedEnd Code = "unobserved-end"  // the supervisor did not observe the end of the run
 	Unstable      Code = "unstable"        // a file changed while a checkpoint hashed it (the agent was running)
+	// SandboxWeakened: a restriction of the sandbox could not be put in
+	// place on this kernel or host (see Sandbox.Missing).
+	SandboxWeakened Code = "sandbox"
 )
 
 // Reason is one place a statement could not look.

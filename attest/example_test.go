@@ -24,6 +24,7 @@ func Example() {
 		Overlay:   attest.OverlayOptions{Options: []string{"rw", "redirect_dir=nofollow"}},
 		Kernel:    attest.Kernel{Release: "6.18.0"},
 		Agent:     specs.Process{Args: []string{"agent"}, Cwd: "/home/dev/proj"},
+		Sandbox:   attest.Sandbox{Terminal: "streams", Network: "host", Seccomp: "unconfined"},
 		Policy:    attest.Policy{DigestCap: 1 << 30, TimeBudget: time.Minute},
 		Started:   time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC),
 	}

@@ -50,6 +50,12 @@ func sampleLaunch(session string) *LaunchRecord {
 			Rlimits:         []specs.POSIXRlimit{{Type: "RLIMIT_NOFILE", Hard: 1<<64 - 1, Soft: 1024}},
 			NoNewPrivileges: true,
 		},
+		Sandbox: Sandbox{
+			Terminal: "pty", NewSession: true, Namespaces: []string{"cgroup", "ipc", "mount", "net", "pid", "uts"},
+			Network: "none", Cgroup: "/layerseal/0123", CgroupKill: "cgroup.kill", PidsMax: 512, ReadOnlyHost: true,
+			Writable: []string{"/home/dev/.cache\xff"}, Seccomp: "default", SeccompSHA256: digest("bpf"),
+			Missing: []string{"memory limit: the memory controller is not enabled"},
+		},
 		Policy: Policy{
 			DigestCap: 1 << 30, MaxEntries: 1_000_000, MaxDirEntries: 100_000,
 			TimeBudget: 90 * time.Second, Exclude: []Path{"node_modules"}, Protect: []Path{".git/hooks"},

@@ -26,6 +26,7 @@ import (
 //	overlay       {"options","missing": arrays of Bytes text}
 //	kernel        {"release": string, "features": object of bools, keys sorted}
 //	agent         the OCI runtime-spec process object, with its own member names
+//	sandbox       Sandbox's members (see Sandbox)
 //	policy        {"digest_cap","max_entries","max_dir_entries": decimal strings,
 //	               "time_budget": Go duration string, "exclude","protect": arrays of paths,
 //	               "allow": array of paths, "config_sha256": lowercase hex (omitted
@@ -41,6 +42,7 @@ type LaunchRecord struct {
 	Overlay     OverlayOptions
 	Kernel      Kernel
 	Agent       specs.Process // argv, env, cwd, user, capabilities, rlimits, no_new_privileges
+	Sandbox     Sandbox       // what confined the agent beyond the overlay
 	Policy      Policy
 	ToolVersion string
 	Started     time.Time
@@ -102,6 +104,7 @@ type launchJSON struct {
 	Overlay     overlayJSON   `json:"overlay"`
 	Kernel      kernelJSON    `json:"kernel"`
 	Agent       specs.Process `json:"agent"`
+	Sandbox     sandboxJSON   `json:"sandbox"`
 	Policy      policyJSON    `json:"policy"`
 	ToolVersion string        `json:"tool_version"`
 	Started     string        `json:"started"`
@@ -172,6 +175,7 @@ func (l *LaunchRecord) toJSON() *launchJSON {
 		Overlay:     overlayJSON{Options: toBytes(l.Overlay.Options), Missing: toBytes(l.Overlay.Missing)},
 		Kernel:      kernelJSON{Release: l.Kernel.Release, Features: l.Kernel.Features},
 		Agent:       l.Agent,
+		Sandbox:     l.Sandbox.toJSON(),
 		Policy:      l.Policy.toJSON(),
 		ToolVersion: l.ToolVersion,
 		Started:     formatTime(l.Started),
@@ -192,6 +196,10 @@ func (j *launchJSON) fromJSON() (*LaunchRecord, error) {
 	if err != nil {
 		return nil, err
 	}
+	sandbox, err := j.Sandbox.fromJSON()
+	if err != nil {
+		return nil, err
+	}
 	features := j.Kernel.Features
 	if len(features) == 0 {
 		features = nil
@@ -204,6 +212,7 @@ func (j *launchJSON) fromJSON() (*LaunchRecord, error) {
 		Overlay:     OverlayOptions{Options: fromBytes(j.Overlay.Options), Missing: fromBytes(j.Overlay.Missing)},
 		Kernel:      Kernel{Release: j.Kernel.Release, Features: features},
 		Agent:       j.Agent,
+		Sandbox:     sandbox,
 		Policy:      policy,
 		ToolVersion: j.ToolVersion,
 		Started:     started,
@@ -262,6 +271,9 @@ func (l *LaunchRecord) validate() error {
 	}
 	if len(l.Agent.Args) == 0 {
 		return errors.New("agent has no argv")
+	}
+	if err := l.Sandbox.validate(); err != nil {
+		return err
 	}
 	p := l.Policy
 	if p.DigestCap < 0 || p.MaxEntries < 0 || p.MaxDirEntries < 0 || p.TimeBudget < 0 {

@@ -50,6 +50,8 @@ type Config struct {
 	// when it runs as root). Terminal is ignored: the caller's terminal, if
 	// any, passes through as the agent's stdin, stdout and stderr.
 	Process specs.Process
+	// Sandbox is what else confines the agent.
+	Sandbox Sandbox
 }
 
 // DefaultEnv is the agent's environment when Config.Process.Env is nil:
@@ -84,6 +86,9 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("hidden path %q: not an absolute, clean path", h)
 		}
 	}
+	if err := c.Sandbox.Validate(); err != nil {
+		return err
+	}
 	if len(c.Process.Args) == 0 || c.Process.Args[0] == "" {
 		return errors.New("agent command is empty")
 	}
@@ -109,6 +114,7 @@ func (c *Config) Validate() error {
 // agent starts.
 type Ready struct {
 	Mounted overlay.Mounted // the overlay options actually in force, and those dropped
+	Sandbox attest.Sandbox  // the confinement in force, and what of it is missing
 }
 
 // Result is what init saw of the run.

@@ -12,6 +12,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/moby/sys/mountinfo"
+
+	"github.com/layerseal/layerseal/attest"
 )
 
 // Init makes a binary re-executed by Start (or by init itself) do its part
@@ -195,7 +197,12 @@ func setup(cfg *Config) (_ Ready, masks []string, _ []*mountinfo.Info, _ error) 
 	if err != nil {
 		return Ready{}, nil, nil, fmt.Errorf("read mount table: %w", err)
 	}
-	return Ready{Mounted: mounted}, masks, infos, nil
+	sb := cfg.Sandbox.withDefaults()
+	ready := Ready{Mounted: mounted, Sandbox: attest.Sandbox{
+		Terminal: "streams", Namespaces: []string{"mount", "pid"}, Network: "host", Seccomp: "unconfined",
+		PreservedFDs: sb.PreserveFDs, Writable: sb.Writable,
+	}}
+	return ready, masks, infos, nil
 }
 
 // hide covers path: a directory with an empty read-only tmpfs, anything else

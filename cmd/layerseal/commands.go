@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/user"
+	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -62,6 +63,12 @@ func runCommand() *cli.Command {
 			&cli.StringFlag{Name: "config", Usage: "policy `FILE` (default: layerseal.yaml in the workspace root, if any)"},
 			&cli.StringSliceFlag{Name: "allow", Usage: "allow changes to protected paths matching `GLOB` (repeatable)"},
 			&cli.BoolFlag{Name: "stage", Usage: "keep the change set staged for review instead of applying it"},
+			&cli.StringFlag{Name: "network", Value: "host", Usage: "the agent's network: `none` (loopback only) or host"},
+			&cli.StringSliceFlag{Name: "rw", Usage: "let the agent write host `PATH` outside the workspace (repeatable; writes there are not attested)"},
+			&cli.IntFlag{Name: "preserve-fds", Usage: "pass `N` descriptors after stdin, stdout and stderr (3 .. 3+N-1) on to the agent; all others are closed"},
+			&cli.StringFlag{Name: "memory", Usage: "memory limit of the agent's cgroup, e.g. `4GiB`"},
+			&cli.Int64Flag{Name: "pids", Usage: "most processes and threads the agent may have at once (`N`)"},
+			&cli.StringFlag{Name: "seccomp", Value: "default", Usage: "system call filter: default, or `unconfined` to load none (recorded)"},
 		},
 		StopOnNthArg: &stop,
 		Action: func(_ context.Context, cmd *cli.Command) error {
@@ -176,6 +183,10 @@ func runConfig(cmd *cli.Command) (layerseal.RunConfig, error) {
 	} else if every > 0 {
 		policy.CheckpointEvery = every
 	}
+	sandbox, err := runSandbox(cmd)
+	if err != nil {
+		return cfg, err
+	}
 	if err := layerseal.RequireRoot(); err != nil {
 		return cfg, exitWith(exitSetup, err)
 	}
@@ -191,11 +202,40 @@ func runConfig(cmd *cli.Command) (layerseal.RunConfig, error) {
 		StateDir:  cmd.String("state-dir"),
 		Process:   proc,
 		Policy:    policy,
+		Sandbox:   sandbox,
 		Stdin:     os.Stdin,
 		Stdout:    os.Stdout,
 		Stderr:    os.Stderr,
 		Log:       os.Stderr,
 	}, nil
+}
+
+// runSandbox reads run's confinement flags.
+func runSandbox(cmd *cli.Command) (nsrun.Sandbox, error) {
+	sb := nsrun.Sandbox{
+		Network:     cmd.String("network"),
+		PreserveFDs: cmd.Int("preserve-fds"),
+		PidsMax:     cmd.Int64("pids"),
+		Seccomp:     cmd.String("seccomp"),
+	}
+	if s := cmd.String("memory"); s != "" {
+		n, err := parseSize(s)
+		if err != nil || n <= 0 {
+			return sb, usageErr("run: --memory %q: want a size such as 512MiB or 4GiB", s)
+		}
+		sb.MemoryMax = n
+	}
+	for _, p := range cmd.StringSlice("rw") {
+		abs, err := filepath.Abs(p)
+		if err != nil {
+			return sb, usageErr("run: --rw %q: %v", p, err)
+		}
+		sb.Writable = append(sb.Writable, abs)
+	}
+	if err := sb.Validate(); err != nil {
+		return sb, usageErr("run: %v", err)
+	}
+	return sb, nil
 }
 
 // readProcess reads an OCI runtime-spec process object, strictly.

@@ -1,0 +1,160 @@
+package attest
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Sandbox is what confined the agent beyond its workspace overlay, as found
+// in force when it started. It is part of the launch record.
+//
+// Its JSON members, all present, in this order:
+//
+//	terminal       "pty" (a new pseudo-terminal, relayed) or "streams" (the
+//	               caller's streams, no terminal)
+//	new_session    bool: the agent leads a session of its own
+//	preserved_fds  decimal string: descriptors beyond 0, 1, 2 passed on
+//	namespaces     array of the namespaces made new, sorted: "cgroup", "ipc",
+//	               "mount", "net", "pid", "uts"
+//	network        "none" (a loopback-only namespace) or "host"
+//	cgroup         the agent's cgroup v2 path, "" when it has none
+//	cgroup_kill    "cgroup.kill", "freeze" (freeze, then kill each) or ""
+//	memory_max     decimal string, bytes; "0" for no limit
+//	pids_max       decimal string; "0" for no limit
+//	read_only_host bool: the host's filesystem is read-only to the agent but
+//	               for the workspace, a private /tmp and writable
+//	writable       array of Bytes text: host paths left writable (not attested)
+//	seccomp        "default" or "unconfined"
+//	seccomp_sha256 lowercase hex of the loaded filter program, "" when none
+//	missing        array of strings: restrictions asked for that the kernel or
+//	               host could not give, each a short sentence; every one of
+//	               them makes the statement incomplete (code "sandbox")
+type Sandbox struct {
+	Terminal      string
+	NewSession    bool
+	PreservedFDs  int
+	Namespaces    []string
+	Network       string
+	Cgroup        string
+	CgroupKill    string
+	MemoryMax     int64
+	PidsMax       int64
+	ReadOnlyHost  bool
+	Writable      []string
+	Seccomp       string
+	SeccompSHA256 []byte
+	Missing       []string
+}
+
+type sandboxJSON struct {
+	Terminal      string   `json:"terminal"`
+	NewSession    bool     `json:"new_session"`
+	PreservedFDs  int      `json:"preserved_fds,string"`
+	Namespaces    []string `json:"namespaces"`
+	Network       string   `json:"network"`
+	Cgroup        Bytes    `json:"cgroup"`
+	CgroupKill    string   `json:"cgroup_kill"`
+	MemoryMax     int64    `json:"memory_max,string"`
+	PidsMax       int64    `json:"pids_max,string"`
+	ReadOnlyHost  bool     `json:"read_only_host"`
+	Writable      []Bytes  `json:"writable"`
+	Seccomp       string   `json:"seccomp"`
+	SeccompSHA256 string   `json:"seccomp_sha256"`
+	Missing       []string `json:"missing"`
+}
+
+func (s *Sandbox) toJSON() sandboxJSON {
+	return sandboxJSON{
+		Terminal: s.Terminal, NewSession: s.NewSession, PreservedFDs: s.PreservedFDs,
+		Namespaces: nonNil(s.Namespaces), Network: s.Network, Cgroup: Bytes(s.Cgroup), CgroupKill: s.CgroupKill,
+		MemoryMax: s.MemoryMax, PidsMax: s.PidsMax, ReadOnlyHost: s.ReadOnlyHost,
+		Writable: toBytes(s.Writable), Seccomp: s.Seccomp, SeccompSHA256: hexOrEmpty(s.SeccompSHA256),
+		Missing: nonNil(s.Missing),
+	}
+}
+
+func (j *sandboxJSON) fromJSON() (Sandbox, error) {
+	s := Sandbox{
+		Terminal: j.Terminal, NewSession: j.NewSession, PreservedFDs: j.PreservedFDs,
+		Namespaces: nilIfEmpty(j.Namespaces), Network: j.Network, Cgroup: string(j.Cgroup), CgroupKill: j.CgroupKill,
+		MemoryMax: j.MemoryMax, PidsMax: j.PidsMax, ReadOnlyHost: j.ReadOnlyHost,
+		Writable: fromBytes(j.Writable), Seccomp: j.Seccomp, Missing: nilIfEmpty(j.Missing),
+	}
+	if j.SeccompSHA256 != "" {
+		var err error
+		if s.SeccompSHA256, err = parseHex("seccomp digest", j.SeccompSHA256); err != nil {
+			return Sandbox{}, err
+		}
+	}
+	return s, nil
+}
+
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
+
+var (
+	knownTerminals  = []string{"pty", "streams"}
+	knownNamespaces = []string{"cgroup", "ipc", "mount", "net", "pid", "uts"}
+	knownNetworks   = []string{"host", "none"}
+	knownKills      = []string{"", "cgroup.kill", "freeze"}
+	knownSeccomp    = []string{"default", "unconfined"}
+)
+
+// validate checks the values of s.
+func (s *Sandbox) validate() error {
+	oneOf := func(what, v string, known []string) error {
+		if !slices.Contains(known, v) {
+			return fmt.Errorf("sandbox %s %q: want one of %q", what, v, known)
+		}
+		return nil
+	}
+	if err := errors.Join(oneOf("terminal", s.Terminal, knownTerminals), oneOf("network", s.Network, knownNetworks),
+		oneOf("cgroup kill", s.CgroupKill, knownKills), oneOf("seccomp", s.Seccomp, knownSeccomp)); err != nil {
+		return err
+	}
+	if !slices.IsSorted(s.Namespaces) || len(slices.Compact(slices.Clone(s.Namespaces))) != len(s.Namespaces) {
+		return fmt.Errorf("sandbox namespaces %q: not sorted and unique", s.Namespaces)
+	}
+	for _, n := range s.Namespaces {
+		if err := oneOf("namespace", n, knownNamespaces); err != nil {
+			return err
+		}
+	}
+	if s.PreservedFDs < 0 || s.MemoryMax < 0 || s.PidsMax < 0 {
+		return fmt.Errorf("sandbox has a negative count (preserved fds %d, memory max %d, pids max %d)",
+			s.PreservedFDs, s.MemoryMax, s.PidsMax)
+	}
+	if s.SeccompSHA256 != nil && len(s.SeccompSHA256) != 32 {
+		return fmt.Errorf("sandbox seccomp digest of %d bytes", len(s.SeccompSHA256))
+	}
+	if (s.Seccomp == "default") != (s.SeccompSHA256 != nil) {
+		return fmt.Errorf("sandbox seccomp %q with digest %x", s.Seccomp, s.SeccompSHA256)
+	}
+	for _, p := range append([]string{s.Cgroup}, s.Missing...) {
+		if err := validText("sandbox value", p); err != nil {
+			return err
+		}
+	}
+	for _, p := range s.Writable {
+		if p == "" || p[0] != '/' || strings.IndexByte(p, 0) >= 0 {
+			return fmt.Errorf("sandbox writable path %q: not absolute, or holds NUL", p)
+		}
+	}
+	return nil
+}
+
+// Reasons are the incomplete reasons a statement carries for restrictions
+// the sandbox could not give (code Sandbox, one per Missing entry).
+func (s *Sandbox) Reasons() []Reason {
+	var out []Reason
+	for _, m := range s.Missing {
+		out = append(out, Reason{Code: SandboxWeakened, Detail: m})
+	}
+	return out
+}
