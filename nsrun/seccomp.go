@@ -48,7 +48,7 @@ func seccompFilter(cfg *Config, sb *attest.Sandbox) (seccomp.Program, error) {
 	}
 	prog, err := seccomp.Default(bounding)
 	if err != nil {
-		return nil, fmt.Errorf("build the agent's seccomp filter: %w", err)
+		return nil, fmt.Errorf("build the agent's seccomp filter (--seccomp unconfined runs without it): %w", err)
 	}
 	sb.Seccomp, sb.SeccompSHA256 = "default", prog.SHA256()
 	return prog, nil

@@ -1,5 +1,7 @@
 package seccomp
 
+//go:generate go run gen_syscalls.go
+
 import (
 	"fmt"
 	"runtime"
