@@ -12,4 +12,8 @@ require (
 	golang.org/x/sys v0.50.0
 )
 
-require gopkg.in/yaml.v3 v3.0.1
+require (
+	github.com/moby/profiles/seccomp v0.3.0
+	golang.org/x/net v0.62.0
+	gopkg.in/yaml.v3 v3.0.1
+)

@@ -27,7 +27,8 @@ import (
 //	               for the workspace, a private /tmp and writable
 //	writable       array of Bytes text: host paths left writable (not attested)
 //	seccomp        "default" or "unconfined"
-//	seccomp_sha256 lowercase hex of the loaded filter program, "" when none
+//	seccomp_sha256 lowercase hex SHA-256 of the loaded filter program (its
+//	               struct sock_filter array as the kernel took it), "" when none
 //	missing        array of strings: restrictions asked for that the kernel or
 //	               host could not give, each a short sentence; every one of
 //	               them makes the statement incomplete (code "sandbox")

@@ -80,6 +80,10 @@ func runInit() int {
 	if err != nil {
 		return fail(err)
 	}
+	filter, err := seccompFilter(&cfg, &ready.Sandbox)
+	if err != nil {
+		return fail(err)
+	}
 	send(message{Ready: &ready})
 
 	// Messages from the supervisor; the channel closes when it goes away.
@@ -103,7 +107,7 @@ func runInit() int {
 		go_ = m.Go
 	}
 
-	pid, err := startAgent(&cfg)
+	pid, err := startAgent(&cfg, filter)
 	if err != nil {
 		return fail(err)
 	}

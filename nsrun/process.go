@@ -16,13 +16,24 @@ import (
 	"github.com/moby/sys/capability"
 	"github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
+
+	"github.com/layerseal/layerseal/internal/linux"
+	"github.com/layerseal/layerseal/internal/seccomp"
 )
 
+// agentSpec is what init sends the agent stage: the process to become, and
+// the seccomp filter to load (nil for none), byte for byte the program
+// whose digest the launch record holds.
+type agentSpec struct {
+	Process specs.Process
+	Seccomp []byte
+}
+
 // startAgent starts the agent as init's child: the binary is executed once
-// more as a short-lived stage that applies the process spec to itself and
-// then executes the agent's command in place. It returns the agent's pid once
-// the command was executed, or the stage's error.
-func startAgent(cfg *Config) (int, error) {
+// more as a short-lived stage that applies the process spec and the filter
+// to itself and then executes the agent's command in place. It returns the
+// agent's pid once the command was executed, or the stage's error.
+func startAgent(cfg *Config, filter seccomp.Program) (int, error) {
 	specR, specW, err := os.Pipe()
 	if err != nil {
 		return 0, fmt.Errorf("pipe: %w", err)
@@ -47,7 +58,11 @@ func startAgent(cfg *Config) (int, error) {
 	}
 	pid := p.Pid
 	_ = p.Release()
-	werr := json.NewEncoder(specW).Encode(&cfg.Process)
+	spec := agentSpec{Process: cfg.Process}
+	if filter != nil {
+		spec.Seccomp = filter.Bytes()
+	}
+	werr := json.NewEncoder(specW).Encode(&spec)
 	specW.Close()
 	// The stage's end of errW is close-on-exec: EOF with nothing written
 	// means the agent's command was executed.
@@ -82,13 +97,21 @@ func execAgent() {
 		_ = json.NewEncoder(report).Encode(message{Error: err.Error(), NotFound: errors.Is(err, ErrCommandNotFound)})
 		os.Exit(125)
 	}
-	var p specs.Process
+	var as agentSpec
 	spec := os.NewFile(3, "nsrun-spec")
-	if err := json.NewDecoder(spec).Decode(&p); err != nil {
+	if err := json.NewDecoder(spec).Decode(&as); err != nil {
 		fail(fmt.Errorf("read process spec: %w", err))
 	}
 	spec.Close()
-	path, err := applyProcess(&p)
+	var filter seccomp.Program
+	if as.Seccomp != nil {
+		var err error
+		if filter, err = seccomp.ParseProgram(as.Seccomp); err != nil {
+			fail(err)
+		}
+	}
+	p := &as.Process
+	path, err := applyProcess(p, filter)
 	if err != nil {
 		fail(err)
 	}
@@ -96,11 +119,16 @@ func execAgent() {
 	fail(fmt.Errorf("exec %q: %w", path, err))
 }
 
-// applyProcess applies p to the calling thread and process, in the order
-// that keeps each step permitted: limits and bounding set while still
-// privileged, then groups and ids, then the remaining capability sets,
+// applyProcess applies p and filter to the calling thread and process, in
+// the order that keeps each step permitted: limits and bounding set while
+// still privileged, then groups and ids, then the remaining capability sets,
 // no_new_privs and the working directory. It returns the resolved command.
-func applyProcess(p *specs.Process) (string, error) {
+// The seccomp filter (none when nil) comes last, after the command was
+// found, so that only execve follows; without no_new_privs the kernel takes
+// a filter only from a thread holding CAP_SYS_ADMIN, so it is loaded before
+// the capabilities and ids change instead (as runc does), and every call
+// of the steps after it is one the default filter allows.
+func applyProcess(p *specs.Process, filter seccomp.Program) (string, error) {
 	if p.User.Umask != nil {
 		unix.Umask(int(*p.User.Umask & 0o777))
 	}
@@ -109,6 +137,11 @@ func applyProcess(p *specs.Process) (string, error) {
 		// RLIMIT_NOFILE the Go runtime raised at start.
 		if err := syscall.Setrlimit(rlimits[r.Type], &syscall.Rlimit{Cur: r.Soft, Max: r.Hard}); err != nil {
 			return "", fmt.Errorf("setrlimit %s soft=%d hard=%d: %w", r.Type, r.Soft, r.Hard, err)
+		}
+	}
+	if filter != nil && !p.NoNewPrivileges {
+		if err := loadFilter(filter); err != nil {
+			return "", err
 		}
 	}
 	var caps capability.Capabilities
@@ -170,7 +203,25 @@ func applyProcess(p *specs.Process) (string, error) {
 	if err := unix.Chdir(p.Cwd); err != nil {
 		return "", fmt.Errorf("chdir %q: %w", p.Cwd, err)
 	}
-	return lookPath(p.Args[0], p.Env)
+	path, err := lookPath(p.Args[0], p.Env)
+	if err != nil {
+		return "", err
+	}
+	if filter != nil && p.NoNewPrivileges {
+		if err := loadFilter(filter); err != nil {
+			return "", err
+		}
+	}
+	return path, nil
+}
+
+// loadFilter installs the agent's seccomp filter on the calling thread,
+// which then executes the agent.
+func loadFilter(filter seccomp.Program) error {
+	if err := linux.SeccompSetModeFilter(filter); err != nil {
+		return fmt.Errorf("load the agent's seccomp filter (run with --seccomp unconfined to go without it): %w", err)
+	}
+	return nil
 }
 
 // lookPath finds name as the agent would: a name with a slash is used as it
