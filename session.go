@@ -153,6 +153,13 @@ func prepare(cfg RunConfig) (*session, error) {
 			return nil, fmt.Errorf("%s %q is inside the workspace %q: the agent could reach it", c.what, c.p, s.ws)
 		}
 	}
+	reserved := map[string]string{evalOrSelf(cfg.StateDir): "state dir", evalOrSelf(absOrSelf(cfg.Out)): "output dir"}
+	if cfg.KeyPath != "" {
+		reserved[evalOrSelf(absOrSelf(cfg.KeyPath))] = "key"
+	}
+	if cfg.Sandbox.Writable, err = nsrun.CheckWritable(cfg.Sandbox.Writable, s.ws, reserved); err != nil {
+		return nil, err
+	}
 	if s.out, err = prepareOut(cfg.Out); err != nil {
 		return nil, err
 	}

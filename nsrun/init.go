@@ -190,6 +190,11 @@ func setup(cfg *Config) (_ Ready, masks []string, _ []*mountinfo.Info, _ error) 
 			masks = append(masks, p)
 		}
 	}
+	sb := cfg.Sandbox.withDefaults()
+	vr, err := describeView(cfg.Workspace, sb.Writable).perform()
+	if err != nil {
+		return Ready{}, nil, nil, err
+	}
 	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
 		return Ready{}, nil, nil, fmt.Errorf("mount proc on %q: %w", "/proc", err)
 	}
@@ -197,10 +202,9 @@ func setup(cfg *Config) (_ Ready, masks []string, _ []*mountinfo.Info, _ error) 
 	if err != nil {
 		return Ready{}, nil, nil, fmt.Errorf("read mount table: %w", err)
 	}
-	sb := cfg.Sandbox.withDefaults()
 	ready := Ready{Mounted: mounted, Sandbox: attest.Sandbox{
 		Terminal: "streams", Namespaces: []string{"mount", "pid"}, Network: "host", Seccomp: "unconfined",
-		PreservedFDs: sb.PreserveFDs, Writable: sb.Writable,
+		PreservedFDs: sb.PreserveFDs, Writable: sb.Writable, ReadOnlyHost: vr.ReadOnlyHost, Missing: vr.Missing,
 	}}
 	return ready, masks, infos, nil
 }

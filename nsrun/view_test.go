@@ -1,0 +1,236 @@
+package nsrun
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
+
+	"github.com/layerseal/layerseal/internal/privtest"
+)
+
+// containerCaps is the container capability set without CAP_SYS_ADMIN, as a
+// root agent keeps by default.
+var containerCaps = []string{
+	"CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FSETID", "CAP_FOWNER", "CAP_MKNOD",
+	"CAP_NET_RAW", "CAP_SETGID", "CAP_SETUID", "CAP_SETFCAP", "CAP_SETPCAP",
+	"CAP_NET_BIND_SERVICE", "CAP_SYS_CHROOT", "CAP_KILL", "CAP_AUDIT_WRITE",
+}
+
+// rootAgent makes cfg's agent root with the container capability set and
+// no_new_privs.
+func rootAgent(cfg Config) Config {
+	cfg.Process.Capabilities = &specs.LinuxCapabilities{Bounding: containerCaps, Effective: containerCaps, Permitted: containerCaps}
+	cfg.Process.NoNewPrivileges = true
+	return cfg
+}
+
+func TestDescribeView(t *testing.T) {
+	v := describeView("/home/u/ws", []string{"/home/u/.cache", "/tmp/shared"})
+	roHost := -1
+	var binds []string
+	for i, s := range v.Steps {
+		if s.Op == opReadOnlyHost {
+			roHost = i
+		}
+		if s.Writable {
+			if s.Flags&unix.MS_NODEV == 0 || s.Flags&unix.MS_RDONLY != 0 {
+				t.Errorf("writable step %+v: want nodev and not read-only", s)
+			}
+			if roHost < 0 || roHost > i {
+				t.Errorf("writable step %+v comes before the host is made read-only", s)
+			}
+		}
+		if s.Op == opBind && s.Writable {
+			if !s.Held || !s.Keep || !s.Create || s.Source != s.Target {
+				t.Errorf("writable bind %+v: want held, kept flags, created target, onto itself", s)
+			}
+			binds = append(binds, s.Target)
+			for _, tmp := range v.Steps[i+1:] {
+				if tmp.Op == opMount && under(s.Target, tmp.Target) {
+					t.Errorf("fresh mount on %q after the bind of %q would cover it", tmp.Target, s.Target)
+				}
+			}
+		}
+	}
+	if got := strings.Join(binds, " "); got != "/home/u/.cache /tmp/shared /home/u/ws" {
+		t.Errorf("writable binds %q", got)
+	}
+	for _, tmp := range PrivateTmp {
+		found := false
+		for _, s := range v.Steps {
+			found = found || s.Op == opMount && s.Target == tmp && s.FSType == "tmpfs" && s.Writable
+		}
+		if !found {
+			t.Errorf("no private tmpfs on %q", tmp)
+		}
+	}
+}
+
+func TestCheckWritable(t *testing.T) {
+	dir := t.TempDir()
+	ws, state, rw := filepath.Join(dir, "ws"), filepath.Join(dir, "state"), filepath.Join(dir, "rw")
+	for _, d := range []string{ws, state, rw, filepath.Join(ws, "sub")} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink(rw, filepath.Join(dir, "link")); err != nil {
+		t.Fatal(err)
+	}
+	reserved := map[string]string{state: "state dir"}
+	got, err := CheckWritable([]string{filepath.Join(dir, "link")}, ws, reserved)
+	if err != nil || len(got) != 1 || got[0] != rw {
+		t.Errorf("link to rw: %q, %v", got, err)
+	}
+	for _, bad := range []string{filepath.Join(dir, "missing"), ws, filepath.Join(ws, "sub"), dir, state,
+		filepath.Join(state, "x"), "/", "/proc/sys", "/dev"} {
+		if bad == filepath.Join(state, "x") {
+			if err := os.Mkdir(bad, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := CheckWritable([]string{bad}, ws, reserved); !errors.Is(err, ErrWritable) {
+			t.Errorf("%q: %v, want ErrWritable", bad, err)
+		} else {
+			t.Logf("%q: %v", bad, err)
+		}
+	}
+}
+
+// TestHostileHostReadOnly: a root agent (container capabilities) cannot
+// write the host outside the workspace, its private /tmp and --rw paths.
+func TestHostileHostReadOnly(t *testing.T) {
+	privtest.Require(t)
+	e := newEnv(t)
+	shared := t.TempDir()
+	targets := []string{"/etc/layerseal-pwned", "/root/layerseal-pwned", "/usr/local/bin/layerseal-pwned", "/var/layerseal-pwned"}
+	for _, p := range targets {
+		if _, err := os.Lstat(p); err == nil {
+			t.Fatalf("%q exists before the test", p)
+		}
+	}
+	hostTmp := "/tmp/layerseal-private-" + filepath.Base(e.ws) + filepath.Base(shared)
+	t.Cleanup(func() {
+		for _, p := range append(targets, hostTmp) {
+			os.Remove(p)
+		}
+	})
+	script := `for p in ` + strings.Join(targets, " ") + `; do echo x 2>&1 >"$p" | grep -q 'Read-only file system' && echo "refused $p"; done
+echo x > ` + hostTmp + ` && echo tmp-ok
+t=$(mktemp) && echo y > "$t" && cp "$t" "$t.2" && cat "$t.2" && rm "$t" "$t.2"
+echo shared > ` + shared + `/file && echo rw-ok
+echo ws > new && echo ws-ok
+echo x > ` + filepath.Dir(shared) + `/outside-rw 2>/dev/null; true`
+	cfg := rootAgent(sh(e, script))
+	cfg.Sandbox.Writable = []string{shared}
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	run, err := Start(cfg, nil, w, os.Stderr)
+	w.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ready, err := run.Ready()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !ready.Sandbox.ReadOnlyHost || len(ready.Sandbox.Missing) != 0 || len(ready.Sandbox.Writable) != 1 || ready.Sandbox.Writable[0] != shared {
+		t.Errorf("sandbox %+v: want a read-only host, writable %q, nothing missing", ready.Sandbox, shared)
+	}
+	if err := run.Go(); err != nil {
+		t.Fatal(err)
+	}
+	outb := make([]byte, 4096)
+	n, _ := readAll(r, outb)
+	res, err := run.Wait()
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("agent: %+v, %v", res, err)
+	}
+	want := ""
+	for _, p := range targets {
+		want += "refused " + p + "\n"
+	}
+	want += "tmp-ok\ny\nrw-ok\nws-ok\n"
+	if got := string(outb[:n]); got != want {
+		t.Errorf("agent printed\n%s\nwant\n%s", got, want)
+	}
+	for _, p := range append(targets, hostTmp, filepath.Join(filepath.Dir(shared), "outside-rw")) {
+		if _, err := os.Lstat(p); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%q on the host: %v", p, err)
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(shared, "file")); err != nil || string(b) != "shared\n" {
+		t.Errorf("write to the --rw path: %q, %v", b, err)
+	}
+	if b, err := os.ReadFile(filepath.Join(e.upper, "new")); err != nil || string(b) != "ws\n" {
+		t.Errorf("workspace write: %q, %v", b, err)
+	}
+}
+
+// readAll reads r into buf until EOF or buf is full.
+func readAll(r *os.File, buf []byte) (int, error) {
+	n := 0
+	for n < len(buf) {
+		m, err := r.Read(buf[n:])
+		n += m
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// TestRemountEachReadOnly is the fallback for kernels without
+// mount_setattr(2), tried here on any kernel: in a private mount namespace
+// of one thread, every mount point becomes read-only.
+func TestRemountEachReadOnly(t *testing.T) {
+	privtest.Require(t)
+	dir := t.TempDir()
+	errc := make(chan error, 1)
+	go func() {
+		// The thread stays locked and so ends with the goroutine, taking its
+		// mount namespace along.
+		runtime.LockOSThread()
+		if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
+			errc <- err
+			return
+		}
+		if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+			errc <- err
+			return
+		}
+		if err := remountEachReadOnly(); err != nil {
+			errc <- err
+			return
+		}
+		var errs []error
+		for _, p := range []string{filepath.Join(dir, "x"), "/etc/layerseal-pwned", "/var/layerseal-pwned"} {
+			fd, err := unix.Open(p, unix.O_CREAT|unix.O_WRONLY|unix.O_CLOEXEC, 0o644)
+			if err == nil {
+				unix.Close(fd)
+				os.Remove(p)
+			}
+			if !errors.Is(err, unix.EROFS) {
+				errs = append(errs, fmt.Errorf("create %q: %v, want EROFS", p, err))
+			}
+		}
+		errc <- errors.Join(errs...)
+	}()
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	// The host itself is untouched.
+	if err := os.WriteFile(filepath.Join(dir, "y"), nil, 0o644); err != nil {
+		t.Fatalf("host lost write access: %v", err)
+	}
+}
