@@ -171,7 +171,7 @@ func killAll() int {
 }
 
 // setup prepares the namespace: private propagation, the overlay, the masks,
-// a /proc of this PID namespace. It returns the masked paths and the mount
+// then the agent's view of the rest (see describeView). It returns the masked paths and the mount
 // table as it is then, for the audit.
 func setup(cfg *Config) (_ Ready, masks []string, _ []*mountinfo.Info, _ error) {
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
@@ -194,9 +194,6 @@ func setup(cfg *Config) (_ Ready, masks []string, _ []*mountinfo.Info, _ error) 
 	vr, err := describeView(cfg.Workspace, sb.Writable).perform()
 	if err != nil {
 		return Ready{}, nil, nil, err
-	}
-	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
-		return Ready{}, nil, nil, fmt.Errorf("mount proc on %q: %w", "/proc", err)
 	}
 	infos, err := mountinfo.GetMounts(nil)
 	if err != nil {

@@ -121,6 +121,20 @@ func describeView(workspace string, writable []string) view {
 	}
 	add(viewStep{Op: opBind, Source: workspace, Target: workspace, Flags: unix.MS_NODEV, Keep: true, Held: true,
 		Create: true, Writable: true})
+	// A /proc of the agent's PID namespace, with the runtimes' masks and
+	// read-only paths.
+	add(viewStep{Op: opMount, Source: "proc", Target: "/proc", FSType: "proc", Flags: hardened})
+	masks := func(prefix string) {
+		for _, m := range Masked {
+			if strings.HasPrefix(m, prefix) {
+				add(viewStep{Op: opMask, Target: m, Optional: true})
+			}
+		}
+	}
+	masks("/proc/")
+	for _, p := range ReadOnly {
+		add(viewStep{Op: opBind, Source: p, Target: p, Flags: unix.MS_RDONLY | hardened, Optional: true})
+	}
 	return v
 }
 

@@ -234,3 +234,38 @@ func TestRemountEachReadOnly(t *testing.T) {
 		t.Fatalf("host lost write access: %v", err)
 	}
 }
+
+// TestHostileProc: attack 5. A root agent cannot set the host's core_pattern
+// (nor any sysctl), and runc's masked paths read empty.
+func TestHostileProc(t *testing.T) {
+	privtest.Require(t)
+	const corePattern = "/proc/sys/kernel/core_pattern"
+	saved, err := os.ReadFile(corePattern)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if now, err := os.ReadFile(corePattern); err == nil && string(now) != string(saved) {
+			if err := os.WriteFile(corePattern, saved, 0o644); err != nil {
+				t.Errorf("restore the host's core_pattern %q: %v", saved, err)
+			}
+			t.Errorf("the agent changed the host's core_pattern to %q (restored)", now)
+		}
+	})
+	e := newEnv(t)
+	script := `echo '|/tmp/handler %p' 2>&1 > ` + corePattern + ` | grep -q 'Read-only file system' && echo core-refused
+v=$(cat /proc/sys/kernel/core_uses_pid); echo "$v" 2>&1 > /proc/sys/kernel/core_uses_pid | grep -q 'Read-only file system' && echo sysctl-refused
+for p in /proc/kcore /proc/keys /proc/timer_list /proc/sched_debug; do [ -e $p ] || continue; [ -s $p ] || [ -n "$(head -c1 $p 2>/dev/null)" ] && echo "readable $p"; done
+grep -q ' /proc/sys .*ro,' /proc/self/mountinfo && echo sys-ro
+echo done`
+	res, out, err := launch(t, rootAgent(sh(e, script)))
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("agent: %+v, %v", res, err)
+	}
+	if out != "core-refused\nsysctl-refused\nsys-ro\ndone\n" {
+		t.Errorf("agent printed %q", out)
+	}
+	if now, err := os.ReadFile(corePattern); err != nil || string(now) != string(saved) {
+		t.Errorf("core_pattern on the host: %q, %v; want %q", now, err, saved)
+	}
+}
