@@ -135,6 +135,21 @@ func describeView(workspace string, writable []string) view {
 	for _, p := range ReadOnly {
 		add(viewStep{Op: opBind, Source: p, Target: p, Flags: unix.MS_RDONLY | hardened, Optional: true})
 	}
+	// /sys read-only, its runtimes' masks, and the cgroup filesystem
+	// read-only: cgroup2 (in a cgroup namespace, the agent's own subtree),
+	// else an empty tmpfs. Both are mounted, then made read-only: a
+	// superblock shared with the host (the same network namespace, the
+	// cgroup2 hierarchy) refuses a read-only mount beside a writable one. In
+	// the host's network namespace sysfs is the host's own, which the kernel
+	// refuses to mount on itself: the host's /sys, read-only, stays then.
+	add(viewStep{Op: opMount, Source: "sysfs", Target: "/sys", FSType: "sysfs", Flags: hardened,
+		Fallback: &viewStep{Op: opRemount, Target: "/sys", Flags: unix.MS_RDONLY | hardened}})
+	add(viewStep{Op: opRemount, Target: "/sys", Flags: unix.MS_RDONLY | hardened})
+	masks("/sys/")
+	add(viewStep{Op: opMount, Source: "cgroup2", Target: "/sys/fs/cgroup", FSType: "cgroup2", Flags: hardened, Optional: true,
+		Fallback: &viewStep{Op: opMount, Source: "layerseal-nocgroup", Target: "/sys/fs/cgroup", FSType: "tmpfs",
+			Flags: hardened, Data: "size=0,nr_inodes=1,mode=0555"}})
+	add(viewStep{Op: opRemount, Target: "/sys/fs/cgroup", Flags: unix.MS_RDONLY | hardened, Optional: true})
 	return v
 }
 

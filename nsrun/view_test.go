@@ -269,3 +269,26 @@ echo done`
 		t.Errorf("core_pattern on the host: %q, %v; want %q", now, err, saved)
 	}
 }
+
+// TestHostileSys: attack 4's first step and /sys in general. A root agent
+// cannot make a cgroup (v1 freezer or v2) nor write anywhere under /sys.
+func TestHostileSys(t *testing.T) {
+	privtest.Require(t)
+	e := newEnv(t)
+	script := `for d in /sys/fs/cgroup/freezer/layerseal-x /sys/fs/cgroup/layerseal-x /sys/fs/cgroup/unified/layerseal-x; do mkdir $d 2>/dev/null && echo "made $d"; done
+for f in /sys/kernel/uevent_helper /sys/fs/cgroup/cgroup.subtree_control /sys/fs/cgroup/cgroup.procs /sys/class/net/lo/mtu; do [ -e $f ] || continue; (echo 1 > $f) 2>/dev/null && echo "wrote $f"; done
+grep -E ' /sys(/fs/cgroup)? ' /proc/self/mountinfo | grep -v ' ro,' ; echo done`
+	res, out, err := launch(t, rootAgent(sh(e, script)))
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("agent: %+v, %v", res, err)
+	}
+	if out != "done\n" {
+		t.Errorf("agent printed %q", out)
+	}
+	for _, d := range []string{"/sys/fs/cgroup/freezer/layerseal-x", "/sys/fs/cgroup/unified/layerseal-x", "/sys/fs/cgroup/layerseal-x"} {
+		if _, err := os.Lstat(d); err == nil {
+			os.Remove(d)
+			t.Errorf("%q was made on the host", d)
+		}
+	}
+}
