@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 
 	"golang.org/x/sys/unix"
 
@@ -191,7 +192,7 @@ func setup(cfg *Config) (_ Ready, masks []string, _ []*mountinfo.Info, _ error) 
 		}
 	}
 	sb := cfg.Sandbox.withDefaults()
-	vr, err := describeView(cfg.Workspace, sb.Writable).perform()
+	vr, err := describeView(cfg.Workspace, sb.Writable, terminalPath(0)).perform()
 	if err != nil {
 		return Ready{}, nil, nil, err
 	}
@@ -236,4 +237,21 @@ func hide(path string) (string, error) {
 		return "", fmt.Errorf("make mask of %q read-only: %w", real, err)
 	}
 	return real, nil
+}
+
+// terminalPath is the path of the terminal open on fd, or "" when fd is not
+// a terminal or its path does not name that terminal.
+func terminalPath(fd int) string {
+	if _, err := unix.IoctlGetTermios(fd, unix.TCGETS); err != nil {
+		return ""
+	}
+	p, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(fd))
+	if err != nil || !filepath.IsAbs(p) {
+		return ""
+	}
+	var a, b unix.Stat_t
+	if unix.Fstat(fd, &a) != nil || unix.Stat(p, &b) != nil || a.Rdev != b.Rdev || a.Ino != b.Ino || a.Dev != b.Dev {
+		return ""
+	}
+	return p
 }

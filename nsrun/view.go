@@ -81,8 +81,7 @@ type viewStep struct {
 	// Create makes a missing Target (and its missing parents, 0755): a
 	// directory, or for a bind whose source is not one, an empty file.
 	Create bool
-	// Optional skips the step when Target (or a bind's Source) does not
-	// exist.
+	// Optional skips the step when Target (a bind's Source) does not exist.
 	Optional bool
 	// Writable marks a mount the agent may write through; each is nodev.
 	Writable bool
@@ -98,14 +97,13 @@ type view struct {
 	Steps []viewStep
 }
 
-const (
-	// nodevFlags are the flags of the fresh read-only and scratch mounts.
-	hardened = unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC
-)
+// hardened are the flags of the fresh pseudo and scratch filesystems.
+const hardened = unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC
 
 // describeView describes the agent's view for a workspace (already an
-// overlay) and the writable host paths.
-func describeView(workspace string, writable []string) view {
+// overlay) and the writable host paths; terminal is the path of the
+// terminal on init's standard input, which the agent inherits, or "".
+func describeView(workspace string, writable []string, terminal string) view {
 	var v view
 	add := func(s viewStep) { v.Steps = append(v.Steps, s) }
 	// Held first, so that covering mounts do not hide them.
@@ -150,6 +148,32 @@ func describeView(workspace string, writable []string) view {
 		Fallback: &viewStep{Op: opMount, Source: "layerseal-nocgroup", Target: "/sys/fs/cgroup", FSType: "tmpfs",
 			Flags: hardened, Data: "size=0,nr_inodes=1,mode=0555"}})
 	add(viewStep{Op: opRemount, Target: "/sys/fs/cgroup", Flags: unix.MS_RDONLY | hardened, Optional: true})
+	// A minimal /dev: a tmpfs holding binds of the host's character devices
+	// (each its own mount, the only ones without nodev), a devpts instance
+	// of its own, a private /dev/shm and the usual links; no block device.
+	// It ends read-only.
+	add(viewStep{Op: opMount, Source: "layerseal-dev", Target: "/dev", FSType: "tmpfs", Flags: hardened,
+		Data: "mode=0755,size=64k"})
+	for _, d := range Devices {
+		add(viewStep{Op: opBind, Source: "/dev/" + d, Target: "/dev/" + d, Flags: unix.MS_NOSUID | unix.MS_NOEXEC,
+			Held: true, Create: true, Optional: true})
+	}
+	if terminal != "" {
+		// As runc does for a container's console: the terminal the agent
+		// is given, at /dev/console, so that ttyname(3) finds it.
+		add(viewStep{Op: opBind, Source: terminal, Target: "/dev/console",
+			Flags: unix.MS_NOSUID | unix.MS_NOEXEC, Held: true, Create: true})
+	}
+	add(viewStep{Op: opMount, Source: "devpts", Target: "/dev/pts", FSType: "devpts", Flags: unix.MS_NOSUID | unix.MS_NOEXEC,
+		Data: "newinstance,ptmxmode=0666,mode=0620,gid=5", Create: true})
+	add(viewStep{Op: opSymlink, Source: "pts/ptmx", Target: "/dev/ptmx"})
+	add(viewStep{Op: opMount, Source: "shm", Target: "/dev/shm", FSType: "tmpfs", Flags: hardened, Data: "mode=1777",
+		Create: true, Writable: true})
+	for _, l := range [][2]string{{"/proc/self/fd", "fd"}, {"/proc/self/fd/0", "stdin"}, {"/proc/self/fd/1", "stdout"},
+		{"/proc/self/fd/2", "stderr"}} {
+		add(viewStep{Op: opSymlink, Source: l[0], Target: "/dev/" + l[1]})
+	}
+	add(viewStep{Op: opRemount, Target: "/dev", Flags: unix.MS_RDONLY | hardened})
 	return v
 }
 
@@ -208,7 +232,7 @@ func (s viewStep) perform(held map[string]*os.File, res *viewResult) error {
 		res.ReadOnlyHost = true
 		return nil
 	}
-	if s.Optional {
+	if s.Optional && s.Op != opBind {
 		var st unix.Stat_t
 		if err := unix.Lstat(s.Target, &st); errors.Is(err, unix.ENOENT) {
 			return nil

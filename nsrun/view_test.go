@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -32,7 +33,7 @@ func rootAgent(cfg Config) Config {
 }
 
 func TestDescribeView(t *testing.T) {
-	v := describeView("/home/u/ws", []string{"/home/u/.cache", "/tmp/shared"})
+	v := describeView("/home/u/ws", []string{"/home/u/.cache", "/tmp/shared"}, "/dev/pts/3")
 	roHost := -1
 	var binds []string
 	for i, s := range v.Steps {
@@ -290,5 +291,156 @@ grep -E ' /sys(/fs/cgroup)? ' /proc/self/mountinfo | grep -v ' ro,' ; echo done`
 			os.Remove(d)
 			t.Errorf("%q was made on the host", d)
 		}
+	}
+}
+
+// blockWorkspace returns a directory on a filesystem backed by a block
+// device, and that device's number: a loop-mounted ext4 image where mke2fs
+// and losetup exist, else the test's temporary dir when it lies on a block
+// device (the kernel-test guests' scratch disk).
+func blockWorkspace(t *testing.T) (string, uint64) {
+	t.Helper()
+	dir := t.TempDir()
+	_, mkfsErr := exec.LookPath("mke2fs")
+	_, loErr := exec.LookPath("losetup")
+	if mkfsErr == nil && loErr == nil {
+		img, mnt := filepath.Join(dir, "img"), filepath.Join(dir, "mnt")
+		if err := os.Mkdir(mnt, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(img, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Truncate(img, 32<<20); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := exec.Command("mke2fs", "-q", "-F", "-t", "ext4", img).CombinedOutput(); err != nil {
+			t.Fatalf("mke2fs: %v: %s", err, out)
+		}
+		out, err := exec.Command("losetup", "-f", "--show", img).Output()
+		if err != nil {
+			t.Fatalf("losetup: %v", err)
+		}
+		loop := strings.TrimSpace(string(out))
+		t.Cleanup(func() {
+			if out, err := exec.Command("losetup", "-d", loop).CombinedOutput(); err != nil {
+				t.Errorf("losetup -d %s: %v: %s", loop, err, out)
+			}
+		})
+		if err := unix.Mount(loop, mnt, "ext4", 0, ""); err != nil {
+			t.Fatalf("mount %s: %v", loop, err)
+		}
+		t.Cleanup(func() {
+			if err := unix.Unmount(mnt, 0); err != nil {
+				t.Errorf("unmount %s: %v", mnt, err)
+			}
+		})
+		var st unix.Stat_t
+		if err := unix.Stat(loop, &st); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("workspace on %s (%d:%d)", loop, unix.Major(st.Rdev), unix.Minor(st.Rdev))
+		return mnt, st.Rdev
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(dir, &st); err != nil {
+		t.Fatal(err)
+	}
+	sys := fmt.Sprintf("/sys/dev/block/%d:%d", unix.Major(st.Dev), unix.Minor(st.Dev))
+	if _, err := os.Stat(sys); err != nil {
+		t.Fatalf("no mke2fs or losetup (%v, %v), and %s is not on a block device (%v): cannot stage attack 6", mkfsErr, loErr, dir, err)
+	}
+	t.Logf("no loop device here: workspace on %s's own block device %d:%d", dir, unix.Major(st.Dev), unix.Minor(st.Dev))
+	return dir, st.Dev
+}
+
+// TestHostileBlockDevice: attack 6. With the workspace on a block device, a
+// root agent holding CAP_MKNOD finds no block device in /dev, and a block
+// device node it makes in the workspace, /tmp or /dev/shm does not open
+// (every writable mount is nodev; /dev is read-only).
+func TestHostileBlockDevice(t *testing.T) {
+	privtest.Require(t)
+	root, dev := blockWorkspace(t)
+	e := env{ws: filepath.Join(root, "ws"), state: filepath.Join(root, "state")}
+	e.upper, e.work, e.key = filepath.Join(e.state, "upper"), filepath.Join(e.state, "work"), filepath.Join(e.state, "key")
+	for _, d := range []string{e.ws, e.state, e.upper, e.work} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(e.ws, ".env"), []byte("SECRET=1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	script := fmt.Sprintf(`ls -A /dev | tr '\n' ' '; echo
+find /dev -type b | sed 's/^/block /'
+for d in . /tmp /dev/shm /dev; do
+	mknod $d/blk b %d %d 2>/dev/null || { echo "no mknod in $d"; continue; }
+	head -c 1 $d/blk >/dev/null 2>&1 && echo "opened $d/blk"
+	rm -f $d/blk
+done
+echo done`, unix.Major(dev), unix.Minor(dev))
+	res, out, err := launch(t, rootAgent(sh(e, script)))
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("agent: %+v, %v", res, err)
+	}
+	want := "fd full null ptmx pts random shm stderr stdin stdout tty urandom zero \nno mknod in /dev\ndone\n"
+	if out != want {
+		t.Errorf("agent printed\n%s\nwant\n%s", out, want)
+	}
+}
+
+// TestDevTerminal: with a terminal as its standard streams and controlling
+// terminal, the agent's /dev/tty reaches it and tty(1) names it.
+func TestDevTerminal(t *testing.T) {
+	privtest.Require(t)
+	ptmx, err := os.OpenFile("/dev/ptmx", os.O_RDWR|unix.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ptmx.Close()
+	if err := unix.IoctlSetPointerInt(int(ptmx.Fd()), unix.TIOCSPTLCK, 0); err != nil {
+		t.Fatal(err)
+	}
+	n, err := unix.IoctlGetInt(int(ptmx.Fd()), unix.TIOCGPTN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pts, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|unix.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t)
+	// setsid -c makes the terminal the agent's controlling terminal, as
+	// the supervisor's own session would.
+	cfg := rootAgent(e.config("setsid", "-c", "sh", "-c", `tty; echo via-dev-tty > /dev/tty; ls /dev/pts`))
+	run, err := Start(cfg, pts, pts, pts)
+	pts.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := run.Ready(); err != nil {
+		t.Fatal(err)
+	}
+	if err := run.Go(); err != nil {
+		t.Fatal(err)
+	}
+	res, err := run.Wait()
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("agent: %+v, %v", res, err)
+	}
+	buf := make([]byte, 4096)
+	var got []byte
+	for {
+		if err := unix.SetNonblock(int(ptmx.Fd()), true); err != nil {
+			t.Fatal(err)
+		}
+		m, err := unix.Read(int(ptmx.Fd()), buf)
+		if m <= 0 || err != nil {
+			break
+		}
+		got = append(got, buf[:m]...)
+	}
+	if s := strings.ReplaceAll(string(got), "\r", ""); s != "/dev/console\nvia-dev-tty\nptmx\n" {
+		t.Errorf("terminal shows %q", s)
 	}
 }
