@@ -192,7 +192,7 @@ func setup(cfg *Config) (_ Ready, masks []string, _ []*mountinfo.Info, _ error) 
 		}
 	}
 	sb := cfg.Sandbox.withDefaults()
-	vr, err := describeView(cfg.Workspace, sb.Writable, terminalPath(0)).perform()
+	vr, err := describeView(cfg.Workspace, cfg.Hide, sb.Writable, terminalPath(0)).perform()
 	if err != nil {
 		return Ready{}, nil, nil, err
 	}

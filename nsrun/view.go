@@ -40,8 +40,14 @@ var ReadOnly = []string{"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/pro
 // host's node of that name. There is no block device among them.
 var Devices = []string{"null", "zero", "full", "random", "urandom", "tty"}
 
-// PrivateTmp are the directories that get a fresh tmpfs of the agent's own.
-var PrivateTmp = []string{"/tmp", "/var/tmp"}
+// PrivateTmp are the directories the agent gets a private copy of: the
+// host's, read-only, under a writable layer of its own (an overlay with a
+// tmpfs upper layer), or an empty tmpfs where that overlay cannot be
+// mounted. Its writes there never reach the host and end with the run. The
+// host's unix sockets there (a tmux or ssh-agent socket in /tmp, a daemon's
+// in /run) cannot be connected to through the overlay: its inodes are not
+// the sockets' own. Mounts on them on the host are not shown.
+var PrivateTmp = []string{"/tmp", "/var/tmp", "/run"}
 
 // viewOp is what one step of the view does.
 type viewOp int
@@ -64,6 +70,10 @@ const (
 	opSymlink
 	// opRemount sets the flags of the mount on Target to Flags.
 	opRemount
+	// opPrivateTmp mounts on Target an overlay of the held Source (read-only
+	// lower layer) and a fresh tmpfs (upper layer), with Flags; where the
+	// kernel refuses it, an empty tmpfs.
+	opPrivateTmp
 )
 
 // viewStep is one step of building the agent's view.
@@ -101,17 +111,27 @@ type view struct {
 const hardened = unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC
 
 // describeView describes the agent's view for a workspace (already an
-// overlay) and the writable host paths; terminal is the path of the
-// terminal on init's standard input, which the agent inherits, or "".
-func describeView(workspace string, writable []string, terminal string) view {
+// overlay), the hidden host paths (already covered), the writable host paths,
+// and terminal, the path of the terminal on init's standard input, which the
+// agent inherits, or "".
+func describeView(workspace string, hidden, writable []string, terminal string) view {
 	var v view
 	add := func(s viewStep) { v.Steps = append(v.Steps, s) }
 	// Held first, so that covering mounts do not hide them.
 	add(viewStep{Op: opReadOnlyHost, Target: "/",
 		Missing: "the host's filesystem could not be made read-only: the agent may write wherever its user may"})
 	for _, t := range PrivateTmp {
-		add(viewStep{Op: opMount, Source: "tmpfs", Target: t, FSType: "tmpfs",
-			Flags: unix.MS_NOSUID | unix.MS_NODEV, Data: "mode=1777", Optional: true, Writable: true})
+		add(viewStep{Op: opPrivateTmp, Source: t, Target: t, Flags: unix.MS_NOSUID | unix.MS_NODEV, Held: true,
+			Optional: true, Writable: true})
+	}
+	// The overlay's lower layer shows the host's directory as it is, without
+	// the mounts on it: hidden paths there are covered again.
+	for _, h := range hidden {
+		for _, t := range PrivateTmp {
+			if under(h, t) {
+				add(viewStep{Op: opMask, Target: h, Optional: true})
+			}
+		}
 	}
 	for _, p := range writable {
 		add(viewStep{Op: opBind, Source: p, Target: p, Flags: unix.MS_NODEV, Keep: true, Held: true,
@@ -258,6 +278,8 @@ func (s viewStep) perform(held map[string]*os.File, res *viewResult) error {
 		return nil
 	case opRemount:
 		return linux.Mount("", s.Target, "", unix.MS_REMOUNT|unix.MS_BIND|s.Flags, "")
+	case opPrivateTmp:
+		return s.privateTmp(held)
 	}
 	return fmt.Errorf("unknown view step %d", s.Op)
 }
@@ -451,4 +473,43 @@ func (c *Config) checkWritable() error {
 	}
 	c.Sandbox.Writable = w
 	return nil
+}
+
+// privateTmp carries out an opPrivateTmp step: a tmpfs on Target holds the
+// upper and work dirs, then the overlay covers it.
+func (s viewStep) privateTmp(held map[string]*os.File) error {
+	lower := held[s.Source]
+	if lower == nil {
+		return nil // Optional, and missing
+	}
+	if err := linux.Mount("layerseal-tmp", s.Target, "tmpfs", s.Flags, "mode=0700"); err != nil {
+		return err
+	}
+	var dirs [2]*os.File
+	for i, name := range []string{"upper", "work"} {
+		p := filepath.Join(s.Target, name)
+		if err := os.Mkdir(p, 0o700); err != nil {
+			return err
+		}
+		f, err := os.OpenFile(p, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		dirs[i] = f
+	}
+	// The merged root shows the upper root's mode and owner.
+	if err := os.Chmod(filepath.Join(s.Target, "upper"), 0o1777); err != nil {
+		return err
+	}
+	fd := func(f *os.File) string { return "/proc/self/fd/" + strconv.Itoa(int(f.Fd())) }
+	data := "lowerdir=" + fd(lower) + ",upperdir=" + fd(dirs[0]) + ",workdir=" + fd(dirs[1])
+	if err := linux.Mount("layerseal-tmp", s.Target, "overlay", s.Flags, data); err == nil {
+		return nil
+	}
+	// No overlay here: an empty tmpfs instead.
+	if err := unix.Unmount(s.Target, unix.MNT_DETACH); err != nil {
+		return fmt.Errorf("unmount %q: %w", s.Target, err)
+	}
+	return linux.Mount("layerseal-tmp", s.Target, "tmpfs", s.Flags, "mode=1777")
 }

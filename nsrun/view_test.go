@@ -3,6 +3,7 @@ package nsrun
 import (
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -33,7 +34,7 @@ func rootAgent(cfg Config) Config {
 }
 
 func TestDescribeView(t *testing.T) {
-	v := describeView("/home/u/ws", []string{"/home/u/.cache", "/tmp/shared"}, "/dev/pts/3")
+	v := describeView("/home/u/ws", []string{"/tmp/state", "/var/lib/layerseal"}, []string{"/home/u/.cache", "/tmp/shared"}, "/dev/pts/3")
 	roHost := -1
 	var binds []string
 	for i, s := range v.Steps {
@@ -66,11 +67,26 @@ func TestDescribeView(t *testing.T) {
 	for _, tmp := range PrivateTmp {
 		found := false
 		for _, s := range v.Steps {
-			found = found || s.Op == opMount && s.Target == tmp && s.FSType == "tmpfs" && s.Writable
+			found = found || s.Op == opPrivateTmp && s.Target == tmp && s.Source == tmp && s.Held && s.Writable
 		}
 		if !found {
-			t.Errorf("no private tmpfs on %q", tmp)
+			t.Errorf("no private %q", tmp)
 		}
+	}
+	// The hidden path under /tmp is covered again after the private /tmp.
+	var remasked []string
+	tmpDone := false
+	for _, s := range v.Steps {
+		tmpDone = tmpDone || s.Op == opPrivateTmp && s.Target == "/tmp"
+		if s.Op == opMask && !strings.HasPrefix(s.Target, "/proc/") && !strings.HasPrefix(s.Target, "/sys/") {
+			if !tmpDone {
+				t.Errorf("mask of %q before the private /tmp", s.Target)
+			}
+			remasked = append(remasked, s.Target)
+		}
+	}
+	if strings.Join(remasked, " ") != "/tmp/state" {
+		t.Errorf("hidden paths covered again: %q, want /tmp/state", remasked)
 	}
 }
 
@@ -123,7 +139,28 @@ func TestHostileHostReadOnly(t *testing.T) {
 			os.Remove(p)
 		}
 	})
-	script := `for p in ` + strings.Join(targets, " ") + `; do echo x 2>&1 >"$p" | grep -q 'Read-only file system' && echo "refused $p"; done
+	// Unix sockets of the host's in /tmp and /run: a daemon listening there
+	// would take orders from the agent.
+	socks := []string{filepath.Join(shared, "..", "host.sock")}
+	if fi, err := os.Stat("/run"); err == nil && fi.IsDir() {
+		socks = append(socks, fmt.Sprintf("/run/layerseal-test-%d.sock", os.Getpid()))
+	} else {
+		t.Logf("no /run here (%v): only the socket in /tmp is tried", err)
+	}
+	for i, p := range socks {
+		socks[i] = filepath.Clean(p)
+		l, err := net.Listen("unix", socks[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { l.Close() })
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := connectEnv + `=1 ` + self + ` ` + strings.Join(socks, " ") + `
+for p in ` + strings.Join(targets, " ") + `; do echo x 2>&1 >"$p" | grep -q 'Read-only file system' && echo "refused $p"; done
 echo x > ` + hostTmp + ` && echo tmp-ok
 t=$(mktemp) && echo y > "$t" && cp "$t" "$t.2" && cat "$t.2" && rm "$t" "$t.2"
 echo shared > ` + shared + `/file && echo rw-ok
@@ -158,6 +195,9 @@ echo x > ` + filepath.Dir(shared) + `/outside-rw 2>/dev/null; true`
 		t.Fatalf("agent: %+v, %v", res, err)
 	}
 	want := ""
+	for _, p := range socks {
+		want += "refused " + p + "\n"
+	}
 	for _, p := range targets {
 		want += "refused " + p + "\n"
 	}
