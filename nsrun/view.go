@@ -117,7 +117,6 @@ const hardened = unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC
 func describeView(workspace string, hidden, writable []string, terminal string) view {
 	var v view
 	add := func(s viewStep) { v.Steps = append(v.Steps, s) }
-	// Held first, so that covering mounts do not hide them.
 	add(viewStep{Op: opReadOnlyHost, Target: "/",
 		Missing: "the host's filesystem could not be made read-only: the agent may write wherever its user may"})
 	for _, t := range PrivateTmp {
@@ -133,12 +132,6 @@ func describeView(workspace string, hidden, writable []string, terminal string) 
 			}
 		}
 	}
-	for _, p := range writable {
-		add(viewStep{Op: opBind, Source: p, Target: p, Flags: unix.MS_NODEV, Keep: true, Held: true,
-			Create: true, Writable: true})
-	}
-	add(viewStep{Op: opBind, Source: workspace, Target: workspace, Flags: unix.MS_NODEV, Keep: true, Held: true,
-		Create: true, Writable: true})
 	// A /proc of the agent's PID namespace, with the runtimes' masks and
 	// read-only paths.
 	add(viewStep{Op: opMount, Source: "proc", Target: "/proc", FSType: "proc", Flags: hardened})
@@ -194,6 +187,15 @@ func describeView(workspace string, hidden, writable []string, terminal string) 
 		add(viewStep{Op: opSymlink, Source: l[0], Target: "/dev/" + l[1]})
 	}
 	add(viewStep{Op: opRemount, Target: "/dev", Flags: unix.MS_RDONLY | hardened})
+	// Last, so that no fresh mount covers them (a workspace in /dev/shm,
+	// say): the writable paths and the workspace overlay, bound back from
+	// descriptors taken before the host went read-only, writable and nodev.
+	for _, p := range writable {
+		add(viewStep{Op: opBind, Source: p, Target: p, Flags: unix.MS_NODEV, Keep: true, Held: true,
+			Create: true, Writable: true})
+	}
+	add(viewStep{Op: opBind, Source: workspace, Target: workspace, Flags: unix.MS_NODEV, Keep: true, Held: true,
+		Create: true, Writable: true})
 	return v
 }
 
