@@ -63,10 +63,11 @@ func (e *SetupError) Error() string { return e.Err.Error() }
 func (e *SetupError) Unwrap() error { return e.Err }
 
 // DefaultCapabilities are what an agent running as root keeps when its
-// process names none: the usual container set, without CAP_SYS_ADMIN, so
-// it cannot rearrange its mounts.
+// process names none: the usual container set without CAP_SYS_ADMIN, so it
+// cannot rearrange its mounts, and without CAP_MKNOD, so it makes no device
+// node (a --process file may still name either).
 var DefaultCapabilities = []string{
-	"CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FSETID", "CAP_FOWNER", "CAP_MKNOD",
+	"CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FSETID", "CAP_FOWNER",
 	"CAP_NET_RAW", "CAP_SETGID", "CAP_SETUID", "CAP_SETFCAP", "CAP_SETPCAP",
 	"CAP_NET_BIND_SERVICE", "CAP_SYS_CHROOT", "CAP_KILL", "CAP_AUDIT_WRITE",
 }
