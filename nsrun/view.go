@@ -110,6 +110,11 @@ type view struct {
 // hardened are the flags of the fresh pseudo and scratch filesystems.
 const hardened = unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC
 
+// devFlags are the flags of the binds of the host's device nodes: read-only,
+// so that the agent cannot chmod or chown the host's nodes (reading and
+// writing a device does not need a writable mount).
+const devFlags = unix.MS_RDONLY | unix.MS_NOSUID | unix.MS_NOEXEC
+
 // describeView describes the agent's view for a workspace (already an
 // overlay), the hidden host paths (already covered), the writable host paths,
 // and terminal, the path of the terminal on init's standard input, which the
@@ -168,14 +173,13 @@ func describeView(workspace string, hidden, writable []string, terminal string) 
 	add(viewStep{Op: opMount, Source: "layerseal-dev", Target: "/dev", FSType: "tmpfs", Flags: hardened,
 		Data: "mode=0755,size=64k"})
 	for _, d := range Devices {
-		add(viewStep{Op: opBind, Source: "/dev/" + d, Target: "/dev/" + d, Flags: unix.MS_NOSUID | unix.MS_NOEXEC,
+		add(viewStep{Op: opBind, Source: "/dev/" + d, Target: "/dev/" + d, Flags: devFlags,
 			Held: true, Create: true, Optional: true})
 	}
 	if terminal != "" {
 		// As runc does for a container's console: the terminal the agent
 		// is given, at /dev/console, so that ttyname(3) finds it.
-		add(viewStep{Op: opBind, Source: terminal, Target: "/dev/console",
-			Flags: unix.MS_NOSUID | unix.MS_NOEXEC, Held: true, Create: true})
+		add(viewStep{Op: opBind, Source: terminal, Target: "/dev/console", Flags: devFlags, Held: true, Create: true})
 	}
 	add(viewStep{Op: opMount, Source: "devpts", Target: "/dev/pts", FSType: "devpts", Flags: unix.MS_NOSUID | unix.MS_NOEXEC,
 		Data: "newinstance,ptmxmode=0666,mode=0620,gid=5", Create: true})

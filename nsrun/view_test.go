@@ -411,7 +411,9 @@ func loopExt4(t *testing.T, dir string) (string, uint64, error) {
 // TestHostileBlockDevice: attack 6. With the workspace on a block device, a
 // root agent holding CAP_MKNOD finds no block device in /dev, and a block
 // device node it makes in the workspace, /tmp or /dev/shm does not open
-// (every writable mount is nodev; /dev is read-only).
+// (every writable mount is nodev; /dev is read-only). The host's nodes bound
+// into /dev work but cannot be chmodded or chowned (tried with their own
+// mode and owner, so that a failure changes nothing on the host).
 func TestHostileBlockDevice(t *testing.T) {
 	privtest.Require(t)
 	root, dev := blockWorkspace(t)
@@ -426,6 +428,8 @@ func TestHostileBlockDevice(t *testing.T) {
 		t.Fatal(err)
 	}
 	script := fmt.Sprintf(`ls -A /dev | tr '\n' ' '; echo
+for d in null zero full random urandom tty; do chmod "$(stat -c %%a /dev/$d)" /dev/$d 2>/dev/null && echo "chmod $d"; chown 0:0 /dev/$d 2>/dev/null && echo "chown $d"; done
+echo x > /dev/null; [ "$(head -c 3 /dev/zero | wc -c)" = 3 ]; [ "$(head -c 3 /dev/urandom | wc -c)" = 3 ]; echo x 2>/dev/null > /dev/full && echo "full took a write"
 find /dev -type b | sed 's/^/block /'
 for d in . /tmp /dev/shm /dev; do
 	mknod $d/blk b %d %d 2>/dev/null || { echo "no mknod in $d"; continue; }
