@@ -442,6 +442,9 @@ func CheckWritable(paths []string, workspace string, reserved map[string]string)
 		if real == "/" {
 			return nil, fmt.Errorf("%w: %q is the root directory: the whole host cannot be writable", ErrWritable, p)
 		}
+		if real == workspace {
+			return nil, fmt.Errorf("%w: %q is the workspace, which the agent writes through the overlay already", ErrWritable, p)
+		}
 		if under(real, workspace) {
 			return nil, fmt.Errorf("%w: %q lies inside the workspace %q, which the agent writes through the overlay already",
 				ErrWritable, p, workspace)

@@ -107,7 +107,7 @@ func TestRunBadInput(t *testing.T) {
 		{"out inside workspace", []string{"--workspace", e.ws, "--key", e.key, "--out", filepath.Join(e.ws, "out")}, exitSetup, "inside the workspace"},
 		{"state dir cannot hold upper", []string{"--workspace", e.ws, "--key", e.key, "--state-dir", ramfs}, exitSetup, "cannot hold an overlay upper layer"},
 		{"rw missing", []string{"--workspace", e.ws, "--key", e.key, "--rw", filepath.Join(e.dir, "nope")}, exitSetup, "does not exist"},
-		{"rw inside workspace", []string{"--workspace", e.ws, "--key", e.key, "--rw", e.ws}, exitSetup, "inside the workspace"},
+		{"rw workspace", []string{"--workspace", e.ws, "--key", e.key, "--rw", e.ws}, exitSetup, "is the workspace"},
 		{"rw holds workspace", []string{"--workspace", e.ws, "--key", e.key, "--rw", e.dir}, exitSetup, "holds the workspace"},
 		{"rw state dir", []string{"--workspace", e.ws, "--key", e.key, "--rw", e.state}, exitSetup, "layerseal's state dir"},
 		{"rw key", []string{"--workspace", e.ws, "--key", e.key, "--rw", e.key}, exitSetup, "layerseal's key"},
