@@ -225,12 +225,12 @@ func (v view) perform() (viewResult, error) {
 		if _, ok := held[s.Source]; ok {
 			continue
 		}
-		fd, err := unix.Open(s.Source, unix.O_PATH|unix.O_CLOEXEC, 0)
+		fd, err := linux.Openat(unix.AT_FDCWD, s.Source, unix.O_PATH)
 		if err != nil {
 			if s.Optional && errors.Is(err, unix.ENOENT) {
 				continue
 			}
-			return res, fmt.Errorf("open %q: %w", s.Source, err)
+			return res, err
 		}
 		held[s.Source] = os.NewFile(uintptr(fd), s.Source)
 	}
@@ -295,12 +295,12 @@ func (s viewStep) bind(held map[string]*os.File) error {
 	f := held[s.Source]
 	if f == nil {
 		if !s.Held {
-			fd, err := unix.Open(s.Source, unix.O_PATH|unix.O_CLOEXEC, 0)
+			fd, err := linux.Openat(unix.AT_FDCWD, s.Source, unix.O_PATH)
 			if err != nil {
 				if s.Optional && errors.Is(err, unix.ENOENT) {
 					return nil
 				}
-				return fmt.Errorf("open %q: %w", s.Source, err)
+				return err
 			}
 			f = os.NewFile(uintptr(fd), s.Source)
 			defer f.Close()
