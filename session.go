@@ -63,10 +63,11 @@ func (e *SetupError) Error() string { return e.Err.Error() }
 func (e *SetupError) Unwrap() error { return e.Err }
 
 // DefaultCapabilities are what an agent running as root keeps when its
-// process names none: the usual container set, without CAP_SYS_ADMIN, so
-// it cannot rearrange its mounts.
+// process names none: the usual container set without CAP_SYS_ADMIN, so it
+// cannot rearrange its mounts, and without CAP_MKNOD, so it makes no device
+// node (a --process file may still name either).
 var DefaultCapabilities = []string{
-	"CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FSETID", "CAP_FOWNER", "CAP_MKNOD",
+	"CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FSETID", "CAP_FOWNER",
 	"CAP_NET_RAW", "CAP_SETGID", "CAP_SETUID", "CAP_SETFCAP", "CAP_SETPCAP",
 	"CAP_NET_BIND_SERVICE", "CAP_SYS_CHROOT", "CAP_KILL", "CAP_AUDIT_WRITE",
 }
@@ -152,6 +153,13 @@ func prepare(cfg RunConfig) (*session, error) {
 		if c.p != "" && within(evalOrSelf(absOrSelf(c.p)), s.ws) {
 			return nil, fmt.Errorf("%s %q is inside the workspace %q: the agent could reach it", c.what, c.p, s.ws)
 		}
+	}
+	reserved := map[string]string{evalOrSelf(cfg.StateDir): "state dir", evalOrSelf(absOrSelf(cfg.Out)): "output dir"}
+	if cfg.KeyPath != "" {
+		reserved[evalOrSelf(absOrSelf(cfg.KeyPath))] = "key"
+	}
+	if cfg.Sandbox.Writable, err = nsrun.CheckWritable(cfg.Sandbox.Writable, s.ws, reserved); err != nil {
+		return nil, err
 	}
 	if s.out, err = prepareOut(cfg.Out); err != nil {
 		return nil, err

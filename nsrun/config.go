@@ -3,7 +3,10 @@
 //
 // Start with [Start]: it re-executes the running binary as a small init (the
 // namespace's PID 1), which mounts the overlay over the workspace, hides
-// layerseal's own files, mounts a fresh /proc and reports [Ready]. The caller
+// layerseal's own files, builds the rest of the agent's view (the host
+// read-only but for the workspace, private /tmp, /var/tmp, /run and /dev/shm
+// and the [Sandbox] Writable paths; a /proc with [Masked] and [ReadOnly]
+// paths, /sys read-only, a /dev of [Devices] only) and reports [Ready]. The caller
 // then records what was mounted (the launch record) and calls [Run.Go], after
 // which init starts the agent with the requested user, capabilities and
 // limits. [Run.Wait] returns the agent's exit status together with what init

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 
 	"golang.org/x/sys/unix"
 
@@ -175,7 +176,7 @@ func killAll() int {
 }
 
 // setup prepares the namespace: private propagation, the overlay, the masks,
-// a /proc of this PID namespace. It returns the masked paths and the mount
+// then the agent's view of the rest (see describeView). It returns the masked paths and the mount
 // table as it is then, for the audit.
 func setup(cfg *Config) (_ Ready, masks []string, _ []*mountinfo.Info, _ error) {
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
@@ -194,17 +195,18 @@ func setup(cfg *Config) (_ Ready, masks []string, _ []*mountinfo.Info, _ error) 
 			masks = append(masks, p)
 		}
 	}
-	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
-		return Ready{}, nil, nil, fmt.Errorf("mount proc on %q: %w", "/proc", err)
+	sb := cfg.Sandbox.withDefaults()
+	vr, err := describeView(cfg.Workspace, cfg.Hide, sb.Writable, terminalPath(0)).perform()
+	if err != nil {
+		return Ready{}, nil, nil, err
 	}
 	infos, err := mountinfo.GetMounts(nil)
 	if err != nil {
 		return Ready{}, nil, nil, fmt.Errorf("read mount table: %w", err)
 	}
-	sb := cfg.Sandbox.withDefaults()
 	ready := Ready{Mounted: mounted, Sandbox: attest.Sandbox{
 		Terminal: "streams", Namespaces: []string{"mount", "pid"}, Network: "host", Seccomp: "unconfined",
-		PreservedFDs: sb.PreserveFDs, Writable: sb.Writable,
+		PreservedFDs: sb.PreserveFDs, Writable: sb.Writable, ReadOnlyHost: vr.ReadOnlyHost, Missing: vr.Missing,
 	}}
 	return ready, masks, infos, nil
 }
@@ -239,4 +241,21 @@ func hide(path string) (string, error) {
 		return "", fmt.Errorf("make mask of %q read-only: %w", real, err)
 	}
 	return real, nil
+}
+
+// terminalPath is the path of the terminal open on fd, or "" when fd is not
+// a terminal or its path does not name that terminal.
+func terminalPath(fd int) string {
+	if _, err := unix.IoctlGetTermios(fd, unix.TCGETS); err != nil {
+		return ""
+	}
+	p, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(fd))
+	if err != nil || !filepath.IsAbs(p) {
+		return ""
+	}
+	var a, b unix.Stat_t
+	if unix.Fstat(fd, &a) != nil || unix.Stat(p, &b) != nil || a.Rdev != b.Rdev || a.Ino != b.Ino || a.Dev != b.Dev {
+		return ""
+	}
+	return p
 }

@@ -2,7 +2,9 @@ package nsrun
 
 import (
 	"errors"
+	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,8 +18,24 @@ import (
 	"github.com/layerseal/layerseal/internal/privtest"
 )
 
+// connectEnv makes the test binary connect to the unix socket at each of
+// its arguments and print "connected PATH" or "refused PATH", then exit: the
+// agents' socket client.
+const connectEnv = "LAYERSEAL_TEST_CONNECT"
+
 func TestMain(m *testing.M) {
 	Init()
+	if os.Getenv(connectEnv) == "1" {
+		for _, p := range os.Args[1:] {
+			if c, err := net.Dial("unix", p); err == nil {
+				c.Close()
+				fmt.Println("connected", p)
+			} else {
+				fmt.Println("refused", p)
+			}
+		}
+		os.Exit(0)
+	}
 	os.Exit(m.Run())
 }
 

@@ -54,6 +54,9 @@ func Start(cfg Config, stdin, stdout, stderr *os.File) (*Run, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	if err := cfg.checkWritable(); err != nil {
+		return nil, err
+	}
 	if cfg.Process.Env == nil {
 		cfg.Process.Env = DefaultEnv(cfg.Process.User.UID, os.Getenv("TERM"))
 	}

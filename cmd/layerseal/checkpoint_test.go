@@ -59,7 +59,7 @@ func TestCheckpointsEndToEnd(t *testing.T) {
 while [ ! -e SYNC/go1 ]; do sleep 0.05; done
 echo two > b.txt; rm gone.txt; touch SYNC/ready2
 while [ ! -e SYNC/go2 ]; do sleep 0.05; done`, "SYNC", sync)
-	run, log := e.startRun(out, script)
+	run, log := e.startRun(out, script, "--rw", sync)
 	waitFor(t, filepath.Join(sync, "ready1"))
 
 	code, stdout, stderr := e.cli("checkpoint", "--state-dir", e.state, out)

@@ -88,6 +88,9 @@ func TestRunBadInput(t *testing.T) {
 	}
 	t.Cleanup(func() { unix.Unmount(ramfs, unix.MNT_DETACH) })
 	out := func(n string) string { return filepath.Join(e.dir, "out-"+n) }
+	if err := os.MkdirAll(e.state, 0o700); err != nil {
+		t.Fatal(err)
+	}
 
 	cases := []struct {
 		name string
@@ -103,6 +106,12 @@ func TestRunBadInput(t *testing.T) {
 		{"out not writable", []string{"--workspace", e.ws, "--key", e.key, "--out", filepath.Join(file, "out")}, exitSetup, "output dir"},
 		{"out inside workspace", []string{"--workspace", e.ws, "--key", e.key, "--out", filepath.Join(e.ws, "out")}, exitSetup, "inside the workspace"},
 		{"state dir cannot hold upper", []string{"--workspace", e.ws, "--key", e.key, "--state-dir", ramfs}, exitSetup, "cannot hold an overlay upper layer"},
+		{"rw missing", []string{"--workspace", e.ws, "--key", e.key, "--rw", filepath.Join(e.dir, "nope")}, exitSetup, "does not exist"},
+		{"rw workspace", []string{"--workspace", e.ws, "--key", e.key, "--rw", e.ws}, exitSetup, "is the workspace"},
+		{"rw holds workspace", []string{"--workspace", e.ws, "--key", e.key, "--rw", e.dir}, exitSetup, "holds the workspace"},
+		{"rw state dir", []string{"--workspace", e.ws, "--key", e.key, "--rw", e.state}, exitSetup, "layerseal's state dir"},
+		{"rw key", []string{"--workspace", e.ws, "--key", e.key, "--rw", e.key}, exitSetup, "layerseal's key"},
+		{"rw proc", []string{"--workspace", e.ws, "--key", e.key, "--rw", "/proc/sys"}, exitSetup, "/proc"},
 		{"no command", []string{"--workspace", e.ws, "--key", e.key}, exitUsage, "no agent command"},
 		{"bad digest cap", []string{"--workspace", e.ws, "--key", e.key, "--digest-cap", "lots"}, exitUsage, "--digest-cap"},
 		{"unknown flag", []string{"--workspace", e.ws, "--key", e.key, "--frobnicate"}, exitUsage, "frobnicate"},

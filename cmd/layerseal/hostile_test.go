@@ -178,6 +178,8 @@ func (h hostile) run(t *testing.T, user string) *hostileRun {
 			t.Fatal(err)
 		}
 		script += "\n\"$TOOL\" . \"$VIEW/m\""
+		// The manifest leaves the agent's view through a writable path.
+		flags = append(flags, "--rw", view)
 	}
 	for _, kv := range []string{"TOOL=" + tool, "KEY=" + e.key, "STATE=" + e.state, "OUT=" + r.out, "VIEW=" + view,
 		"LAYERSEAL_TEST_MANIFEST=1", "HOME=/", "PATH=/usr/sbin:/usr/bin:/sbin:/bin"} {
@@ -293,7 +295,7 @@ sleep 0.2`},
 			script: `mkdir -p locked/in/deep; echo secret > locked/in/deep/f; echo s > locked/g
 chmod 000 locked/in/deep/f locked/in/deep locked/in locked; chmod 000 src/main.go; chmod 000 docs`},
 		{name: "special-files", users: []string{"root", "nobody"}, tree: hostileTree, view: true,
-			script: `mkfifo fifo; LAYERSEAL_TEST_SOCKET=1 "$TOOL" sock; mknod null c 1 3 2>/dev/null || [ "$(id -u)" != 0 ]
+			script: `mkfifo fifo; LAYERSEAL_TEST_SOCKET=1 "$TOOL" sock; ! mknod null c 1 3 2>/dev/null
 rm keep; mkfifo keep`},
 		{name: "odd-names", users: []string{"root", "nobody"}, tree: hostileTree, view: true,
 			script: `touch "$(printf 'new\nline')" "$(printf 'bad\377\376utf8')" "$(printf '%%41 %%')" "$(printf 'x%.0s' $(seq 1 255))"
@@ -354,6 +356,26 @@ ls -laR "$STATE" "$OUT" 2>/dev/null || true; ls -l /proc/1/fd 2>/dev/null || tru
 grep -rl "PRIVATE KEY" / --exclude-dir=proc --exclude-dir=sys 2>/dev/null | head -5 || true
 ! cat "$KEY" 2>/dev/null; ! ls "$STATE/sessions" 2>/dev/null`,
 		},
+		// Attacks 5, 6 and 8 (filesystem half): the host is read-only but
+		// for a private /tmp, no sysctl, cgroup or device node is reachable,
+		// and no device node can be made.
+		{name: "host-read-only", users: []string{"root", "nobody"}, tree: hostileTree,
+			script: `for p in /etc/layerseal-pwned /root/layerseal-pwned /usr/local/bin/layerseal-pwned /var/layerseal-pwned; do ! touch "$p" 2>/dev/null; done
+! mknod dev c 1 3 2>/dev/null; ! mknod /tmp/dev b 7 0 2>/dev/null
+! sh -c 'echo "|/bin/true %p" > /proc/sys/kernel/core_pattern' 2>/dev/null
+! mkdir /sys/fs/cgroup/freezer/layerseal-x 2>/dev/null; ! mkdir /sys/fs/cgroup/layerseal-x 2>/dev/null
+[ -z "$(find /dev -type b)" ]; [ ! -e /dev/loop-control ]
+t=$(mktemp); echo tmp > "$t"; cp "$t" from-tmp; echo done > /dev/null`,
+			check: func(t *testing.T, r *hostileRun) {
+				r.entry(t, "from-tmp")
+				for _, p := range []string{"/etc/layerseal-pwned", "/root/layerseal-pwned", "/usr/local/bin/layerseal-pwned",
+					"/var/layerseal-pwned", "/sys/fs/cgroup/freezer/layerseal-x", "/sys/fs/cgroup/layerseal-x"} {
+					if _, err := os.Lstat(p); err == nil {
+						os.Remove(p)
+						t.Errorf("the agent made %q on the host", p)
+					}
+				}
+			}},
 		{name: "unmount-remount", users: []string{"root"}, tree: hostileTree,
 			script: `! umount -l "$PWD" 2>/dev/null; ! mount -o remount,ro "$PWD" 2>/dev/null; ! mount -t tmpfs none src 2>/dev/null; echo ok > done`},
 		{name: "unmount-remount", users: []string{"admin"}, tree: hostileTree,

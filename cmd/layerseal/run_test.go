@@ -248,10 +248,15 @@ func TestRunAgainstOracle(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			merged := filepath.Join(e.dir, "merged.manifest")
+			// The manifest leaves the agent's view through a writable path.
+			viewDir := filepath.Join(e.dir, "view")
+			if err := os.Mkdir(viewDir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			merged := filepath.Join(viewDir, "merged.manifest")
 			script := c.script + fmt.Sprintf("\nLAYERSEAL_TEST_MANIFEST=1 %q . %q", os.Args[0], merged)
 			out := filepath.Join(e.dir, "run")
-			if code, log := e.run(out, script); code != 0 {
+			if code, log := e.run(out, script, "--rw", viewDir); code != 0 {
 				t.Fatalf("run: exit %d\n%s", code, log)
 			}
 			view, err := treediff.ReadFile(merged)

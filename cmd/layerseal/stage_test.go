@@ -48,10 +48,15 @@ func init() {
 // of the workspace, and returns the output dir and that view.
 func (e *env) stagedRun(name, script string, extra ...string) (string, treediff.Manifest) {
 	e.t.Helper()
-	view := filepath.Join(e.dir, name+".manifest")
+	// The manifest leaves the agent's view through a writable path.
+	views := filepath.Join(e.dir, name+".view")
+	if err := os.Mkdir(views, 0o755); err != nil {
+		e.t.Fatal(err)
+	}
+	view := filepath.Join(views, "manifest")
 	out := filepath.Join(e.dir, name)
 	script += fmt.Sprintf("\nLAYERSEAL_TEST_MANIFEST=1 %q . %q", os.Args[0], view)
-	if code, log := e.run(out, script, append([]string{"--stage"}, extra...)...); code != 0 {
+	if code, log := e.run(out, script, append([]string{"--stage", "--rw", views}, extra...)...); code != 0 {
 		e.t.Fatalf("run: exit %d\n%s", code, log)
 	}
 	m, err := treediff.ReadFile(view)
