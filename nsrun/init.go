@@ -14,6 +14,7 @@ import (
 	"github.com/moby/sys/mountinfo"
 
 	"github.com/layerseal/layerseal/attest"
+	"github.com/layerseal/layerseal/internal/linux"
 )
 
 // Init makes a binary re-executed by Start (or by init itself) do its part
@@ -64,6 +65,11 @@ func runInit() int {
 
 	if os.Getpid() != 1 {
 		return fail(fmt.Errorf("init is pid %d, not 1: not started by nsrun.Start", os.Getpid()))
+	}
+	// Nothing init was not handed on purpose may reach the agent; what it
+	// was handed crosses only where startAgent names it.
+	if err := linux.CloexecFrom(3); err != nil {
+		return fail(err)
 	}
 	if err := unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(unix.SIGKILL), 0, 0, 0); err != nil {
 		return fail(fmt.Errorf("prctl PR_SET_PDEATHSIG: %w", err))

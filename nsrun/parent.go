@@ -60,6 +60,11 @@ func Start(cfg Config, stdin, stdout, stderr *os.File) (*Run, error) {
 	if cfg.Process.Cwd == "" {
 		cfg.Process.Cwd = cfg.Workspace
 	}
+	preserved, err := preservedFiles(cfg.Sandbox.PreserveFDs)
+	if err != nil {
+		return nil, err
+	}
+	defer closeFiles(preserved)
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("socketpair: %w", err)
@@ -74,7 +79,7 @@ func Start(cfg Config, stdin, stdout, stderr *os.File) (*Run, error) {
 		Stdin:      stdin,
 		Stdout:     stdout,
 		Stderr:     stderr,
-		ExtraFiles: []*os.File{child},
+		ExtraFiles: append([]*os.File{child}, preserved...),
 		SysProcAttr: &syscall.SysProcAttr{
 			Cloneflags: unix.CLONE_NEWNS | unix.CLONE_NEWPID,
 			Pdeathsig:  unix.SIGKILL,

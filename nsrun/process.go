@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"unsafe"
@@ -17,6 +18,10 @@ import (
 	"github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 )
+
+// envFDs tells the agent stage how many preserved descriptors follow its
+// spec and report pipes.
+const envFDs = "_LAYERSEAL_NSRUN_FDS"
 
 // startAgent starts the agent as init's child: the binary is executed once
 // more as a short-lived stage that applies the process spec to itself and
@@ -33,10 +38,14 @@ func startAgent(cfg *Config) (int, error) {
 		specW.Close()
 		return 0, fmt.Errorf("pipe: %w", err)
 	}
+	files := []*os.File{os.Stdin, os.Stdout, os.Stderr, specR, errW}
+	for i := 0; i < cfg.Sandbox.PreserveFDs; i++ {
+		files = append(files, os.NewFile(uintptr(4+i), "preserved"))
+	}
 	p, err := os.StartProcess("/proc/self/exe", []string{"layerseal-exec"}, &os.ProcAttr{
 		Dir:   "/",
-		Env:   []string{envMarker + "=exec"},
-		Files: []*os.File{os.Stdin, os.Stdout, os.Stderr, specR, errW},
+		Env:   []string{envMarker + "=exec", envFDs + "=" + strconv.Itoa(cfg.Sandbox.PreserveFDs)},
+		Files: files,
 	})
 	specR.Close()
 	errW.Close()
@@ -76,10 +85,12 @@ func startAgent(cfg *Config) (int, error) {
 // executes the agent's command passes its own on.
 func execAgent() {
 	runtime.LockOSThread()
-	report := os.NewFile(4, "nsrun-report")
-	unix.CloseOnExec(4)
+	// The report pipe is used by number: it moves before the agent runs.
+	report := 4
+	unix.CloseOnExec(report)
 	fail := func(err error) {
-		_ = json.NewEncoder(report).Encode(message{Error: err.Error(), NotFound: errors.Is(err, ErrCommandNotFound)})
+		b, _ := json.Marshal(message{Error: err.Error(), NotFound: errors.Is(err, ErrCommandNotFound)})
+		_, _ = unix.Write(report, append(b, '\n'))
 		os.Exit(125)
 	}
 	var p specs.Process
@@ -88,6 +99,11 @@ func execAgent() {
 		fail(fmt.Errorf("read process spec: %w", err))
 	}
 	spec.Close()
+	n, _ := strconv.Atoi(os.Getenv(envFDs))
+	var err error
+	if report, err = arrangeFDs(n, report); err != nil {
+		fail(fmt.Errorf("close the descriptors the agent must not inherit: %w", err))
+	}
 	path, err := applyProcess(&p)
 	if err != nil {
 		fail(err)
