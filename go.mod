@@ -13,3 +13,5 @@ require (
 )
 
 require gopkg.in/yaml.v3 v3.0.1
+
+require github.com/creack/pty v1.1.24 // indirect

@@ -47,8 +47,8 @@ type Config struct {
 	// Process is the agent. Args[0] is looked up in the PATH of Env. Empty
 	// Cwd means Workspace. Nil Env means DefaultEnv. Nil Capabilities leaves
 	// init's capabilities in place (all of them: a fully privileged agent
-	// when it runs as root). Terminal is ignored: the caller's terminal, if
-	// any, passes through as the agent's stdin, stdout and stderr.
+	// when it runs as root). Terminal is ignored: Start sets it when it gives
+	// the agent a pseudo-terminal.
 	Process specs.Process
 	// Sandbox is what else confines the agent.
 	Sandbox Sandbox
@@ -149,4 +149,5 @@ type message struct {
 	NotFound bool `json:",omitempty"`
 	Go       bool `json:",omitempty"` // supervisor: start the agent
 	Signal   int  `json:",omitempty"` // supervisor: deliver this signal to the agent
+	Kill     bool `json:",omitempty"` // supervisor: kill everything in the namespace
 }

@@ -126,6 +126,9 @@ func runInit() int {
 			if m.Signal > 0 {
 				_ = unix.Kill(pid, unix.Signal(m.Signal))
 			}
+			if m.Kill {
+				_ = unix.Kill(-1, unix.SIGKILL)
+			}
 		case <-children:
 			for {
 				var ws unix.WaitStatus
@@ -205,7 +208,7 @@ func setup(cfg *Config) (_ Ready, masks []string, _ []*mountinfo.Info, _ error) 
 	}
 	sb := cfg.Sandbox.withDefaults()
 	ready := Ready{Mounted: mounted, Sandbox: attest.Sandbox{
-		Terminal: "streams", Namespaces: []string{"mount", "pid"}, Network: "host", Seccomp: "unconfined",
+		Terminal: terminalKind(cfg.Process.Terminal), NewSession: true, Namespaces: []string{"mount", "pid"}, Network: "host", Seccomp: "unconfined",
 		PreservedFDs: sb.PreserveFDs, Writable: sb.Writable,
 	}}
 	return ready, masks, infos, nil

@@ -104,6 +104,9 @@ func execAgent() {
 	if report, err = arrangeFDs(n, report); err != nil {
 		fail(fmt.Errorf("close the descriptors the agent must not inherit: %w", err))
 	}
+	if err := newSession(p.Terminal); err != nil {
+		fail(err)
+	}
 	path, err := applyProcess(&p)
 	if err != nil {
 		fail(err)
