@@ -325,3 +325,40 @@ func TestHostileProcessGroupSignals(t *testing.T) {
 }
 
 func unsafePointer(c *byte) unsafe.Pointer { return unsafe.Pointer(c) }
+
+// waitOutput waits until the operator's terminal showed s.
+func (o *operator) waitOutput(t *testing.T, s string) {
+	t.Helper()
+	for end := time.Now().Add(10 * time.Second); !strings.Contains(o.output(), s); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("the terminal never showed %q:\n%s", s, o.output())
+		}
+	}
+}
+
+// TestDoubleInterrupt: in raw mode the operator's Ctrl-C reaches the agent
+// through its pseudo-terminal (an agent that traps it goes on); a second one
+// within 3 s kills the namespace, says so, and the run ends by SIGKILL. The
+// operator's terminal has its settings back.
+func TestDoubleInterrupt(t *testing.T) {
+	privtest.Require(t)
+	e := newEnv(t)
+	master, slave := harnessTerminal(t)
+	before, err := unix.IoctlGetTermios(int(slave.Fd()), unix.TCGETS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := startOperator(t, sh(e, `trap 'echo got-int' INT; echo ready; while :; do sleep 0.1; done`), slave, master)
+	o.waitOutput(t, "ready")
+	master.Write([]byte{before.Cc[unix.VINTR]})
+	o.waitOutput(t, "got-int")
+	master.Write([]byte{before.Cc[unix.VINTR]})
+	out := o.finish(t, 10*time.Second)
+	if !strings.Contains(out, "signal=9 err=<nil>") || !strings.Contains(out, "second interrupt") {
+		t.Errorf("after two interrupts: want the run ended by SIGKILL and a message\n%s", out)
+	}
+	after, err := unix.IoctlGetTermios(int(slave.Fd()), unix.TCGETS)
+	if err != nil || after.Lflag != before.Lflag || after.Iflag != before.Iflag || after.Oflag != before.Oflag {
+		t.Errorf("the operator's terminal was not restored: %+v, want %+v (%v)", after, before, err)
+	}
+}
