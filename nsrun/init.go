@@ -186,6 +186,9 @@ func setup(cfg *Config) (_ Ready, masks []string, _ []*mountinfo.Info, _ error) 
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return Ready{}, nil, nil, fmt.Errorf("make %q recursively private: %w", "/", err)
 	}
+	if err := setupNamespaces(cfg.Sandbox); err != nil {
+		return Ready{}, nil, nil, err
+	}
 	mounted, err := cfg.Mount().Perform()
 	if err != nil {
 		return Ready{}, nil, nil, err
@@ -207,8 +210,9 @@ func setup(cfg *Config) (_ Ready, masks []string, _ []*mountinfo.Info, _ error) 
 		return Ready{}, nil, nil, fmt.Errorf("read mount table: %w", err)
 	}
 	sb := cfg.Sandbox.withDefaults()
+	_, names := namespaces(sb)
 	ready := Ready{Mounted: mounted, Sandbox: attest.Sandbox{
-		Terminal: terminalKind(cfg.Process.Terminal), NewSession: true, Namespaces: []string{"mount", "pid"}, Network: "host", Seccomp: "unconfined",
+		Terminal: terminalKind(cfg.Process.Terminal), NewSession: true, Namespaces: names, Network: sb.Network, Seccomp: "unconfined",
 		PreservedFDs: sb.PreserveFDs, Writable: sb.Writable,
 	}}
 	return ready, masks, infos, nil

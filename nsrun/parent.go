@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -89,6 +90,7 @@ func Start(cfg Config, stdin, stdout, stderr *os.File) (*Run, error) {
 		return nil, fmt.Errorf("socketpair: %w", err)
 	}
 	parent, child := os.NewFile(uintptr(fds[0]), "nsrun-supervisor"), os.NewFile(uintptr(fds[1]), "nsrun-init")
+	cloneflags, _ := namespaces(cfg.Sandbox)
 	defer child.Close()
 	cmd := &exec.Cmd{
 		Path:       "/proc/self/exe",
@@ -100,7 +102,7 @@ func Start(cfg Config, stdin, stdout, stderr *os.File) (*Run, error) {
 		Stderr:     stderr,
 		ExtraFiles: append([]*os.File{child}, preserved...),
 		SysProcAttr: &syscall.SysProcAttr{
-			Cloneflags: unix.CLONE_NEWNS | unix.CLONE_NEWPID,
+			Cloneflags: cloneflags,
 			Setsid:     true,
 			Pdeathsig:  unix.SIGKILL,
 		},
@@ -115,7 +117,8 @@ func Start(cfg Config, stdin, stdout, stderr *os.File) (*Run, error) {
 		if term != nil {
 			term.master.Close()
 		}
-		return nil, fmt.Errorf("start init %q: %w", cmd.Path, err)
+		_, names := namespaces(cfg.Sandbox)
+		return nil, fmt.Errorf("start init %q in new %s namespaces (the kernel must allow them all): %w", cmd.Path, strings.Join(names, ", "), err)
 	}
 	r := &Run{cmd: cmd, sock: parent, dec: json.NewDecoder(bufio.NewReader(parent)), enc: json.NewEncoder(parent), term: term}
 	if err := r.send(message{}, &cfg); err != nil {
