@@ -144,6 +144,7 @@ type message struct {
 	Ready   *Ready  `json:",omitempty"` // init: set up, waiting for Go
 	Started bool    `json:",omitempty"` // init: agent exec'd
 	Result  *Result `json:",omitempty"` // init: agent gone, namespace empty
+	Thaw    bool    `json:",omitempty"` // init: processes outlive SIGKILL; thaw them
 	Error   string  `json:",omitempty"` // init: setup or start failed
 	// NotFound marks Error as a command not found in PATH.
 	NotFound bool `json:",omitempty"`

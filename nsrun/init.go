@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -51,7 +52,7 @@ func runInit() int {
 	}
 	fail := func(err error) int {
 		send(message{Error: err.Error(), NotFound: errors.Is(err, ErrCommandNotFound)})
-		killAll()
+		killAll(nil)
 		return 1
 	}
 	quiet := make(chan os.Signal, 16)
@@ -103,7 +104,7 @@ func runInit() int {
 	for go_ := false; !go_; {
 		m, ok := <-msgs
 		if !ok {
-			killAll()
+			killAll(nil)
 			return 1
 		}
 		go_ = m.Go
@@ -120,7 +121,7 @@ func runInit() int {
 		select {
 		case m, ok := <-msgs:
 			if !ok {
-				killAll()
+				killAll(nil)
 				return 1
 			}
 			if m.Signal > 0 {
@@ -149,7 +150,7 @@ func runInit() int {
 			break
 		}
 	}
-	res := Result{ExitCode: status.ExitStatus(), Outlived: killAll(), CapSysAdmin: capSysAdmin(&cfg.Process)}
+	res := Result{ExitCode: status.ExitStatus(), Outlived: killAll(func() { send(message{Thaw: true}) }), CapSysAdmin: capSysAdmin(&cfg.Process)}
 	if status.Signaled() {
 		res.ExitCode, res.Signal = -1, int(status.Signal())
 	}
@@ -163,19 +164,30 @@ func runInit() int {
 }
 
 // killAll kills every other process in the PID namespace and reaps them all,
-// returning how many it reaped.
-func killAll() int {
+// returning how many it reaped. When some are still there after 200ms
+// (frozen by a cgroup v1 freezer, they ignore SIGKILL until thawed) it calls
+// stuck, once, and goes on waiting.
+func killAll(stuck func()) int {
 	_ = unix.Kill(-1, unix.SIGKILL)
 	n := 0
+	asked := stuck == nil
+	deadline := time.Now().Add(200 * time.Millisecond)
 	for {
-		_, err := unix.Wait4(-1, nil, 0, nil)
-		if errors.Is(err, unix.EINTR) {
+		p, err := unix.Wait4(-1, nil, unix.WNOHANG, nil)
+		switch {
+		case errors.Is(err, unix.EINTR):
+			continue
+		case err != nil:
+			return n
+		case p > 0:
+			n++
 			continue
 		}
-		if err != nil {
-			return n
+		if !asked && time.Now().After(deadline) {
+			stuck()
+			asked = true
 		}
-		n++
+		time.Sleep(5 * time.Millisecond)
 	}
 }
 

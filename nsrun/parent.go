@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -40,6 +41,10 @@ type Run struct {
 	wmu  sync.Mutex
 	enc  *json.Encoder
 	term *terminal // the agent's pseudo-terminal, or nil
+	cg   *cgroup   // the agent's cgroup, or nil
+	// missing are the restrictions the supervisor could not put in place,
+	// for the launch record.
+	missing []string
 
 	killMu   sync.Mutex
 	killed   bool        // Kill was called
@@ -91,6 +96,7 @@ func Start(cfg Config, stdin, stdout, stderr *os.File) (*Run, error) {
 	}
 	parent, child := os.NewFile(uintptr(fds[0]), "nsrun-supervisor"), os.NewFile(uintptr(fds[1]), "nsrun-init")
 	cloneflags, _ := namespaces(cfg.Sandbox)
+	cg, missing := newCgroup(cfg.Sandbox)
 	defer child.Close()
 	cmd := &exec.Cmd{
 		Path:       "/proc/self/exe",
@@ -107,6 +113,9 @@ func Start(cfg Config, stdin, stdout, stderr *os.File) (*Run, error) {
 			Pdeathsig:  unix.SIGKILL,
 		},
 	}
+	if cg != nil {
+		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, int(cg.fd.Fd())
+	}
 	// The parent-death signal fires when the thread that forked exits. A
 	// fresh goroutine is never on a thread locked by the caller, and the Go
 	// runtime does not end unlocked threads.
@@ -117,10 +126,13 @@ func Start(cfg Config, stdin, stdout, stderr *os.File) (*Run, error) {
 		if term != nil {
 			term.master.Close()
 		}
+		if cg != nil {
+			cg.destroy()
+		}
 		_, names := namespaces(cfg.Sandbox)
 		return nil, fmt.Errorf("start init %q in new %s namespaces (the kernel must allow them all): %w", cmd.Path, strings.Join(names, ", "), err)
 	}
-	r := &Run{cmd: cmd, sock: parent, dec: json.NewDecoder(bufio.NewReader(parent)), enc: json.NewEncoder(parent), term: term}
+	r := &Run{cmd: cmd, sock: parent, dec: json.NewDecoder(bufio.NewReader(parent)), enc: json.NewEncoder(parent), term: term, cg: cg, missing: missing}
 	if err := r.send(message{}, &cfg); err != nil {
 		r.Abort()
 		return nil, err
@@ -191,7 +203,13 @@ func (r *Run) Ready() (Ready, error) {
 		r.Abort()
 		return Ready{}, errors.New("init sent something other than ready")
 	}
-	return *m.Ready, nil
+	ready := *m.Ready
+	if r.cg != nil {
+		sb := &ready.Sandbox
+		sb.Cgroup, sb.CgroupKill, sb.MemoryMax, sb.PidsMax = r.cg.rel, r.cg.kill, r.cg.mem, r.cg.pid
+	}
+	ready.Sandbox.Missing = append(slices.Clone(r.missing), ready.Sandbox.Missing...)
+	return ready, nil
 }
 
 // Go lets init start the agent and returns once the agent's command has been
@@ -256,7 +274,7 @@ func (r *Run) Kill() {
 	}
 	r.killed = true
 	_ = r.send(message{Kill: true}, nil)
-	r.hardKill = time.AfterFunc(killGrace, func() { _ = r.cmd.Process.Kill() })
+	r.hardKill = time.AfterFunc(killGrace, r.killInit)
 }
 
 // Killed reports whether Kill was called (by the caller, or by the
@@ -272,14 +290,35 @@ func (r *Run) Signal(sig syscall.Signal) error {
 	return r.send(message{Signal: int(sig)}, nil)
 }
 
+// killInit kills init and everything in its namespace at once: the whole
+// cgroup when it has one, frozen processes included.
+func (r *Run) killInit() {
+	if r.cg != nil {
+		r.cg.killAll()
+	}
+	_ = r.cmd.Process.Kill()
+}
+
 // Abort kills init, and with it everything in its namespaces, and waits for
 // it. The upper layer stays on disk.
 func (r *Run) Abort() {
 	if !r.waited {
-		_ = r.cmd.Process.Kill()
+		r.killInit()
 	}
 	_ = r.wait()
 	r.stopSignals()
+	r.teardown()
+}
+
+// teardown kills what is left in the agent's cgroup and removes it. Init
+// has exited.
+func (r *Run) teardown() error {
+	if r.cg == nil {
+		return nil
+	}
+	cg := r.cg
+	r.cg = nil
+	return cg.destroy()
 }
 
 // stopSignals ends forwarding and the terminal relay. Init has exited.
@@ -304,8 +343,15 @@ func (r *Run) stopSignals() {
 // Wait waits for the agent's main process to end and for init to kill what
 // is left, audit the namespace and exit, and returns what init saw.
 func (r *Run) Wait() (Result, error) {
+	defer r.teardown()
 	defer r.stopSignals()
 	m, err := r.receive()
+	for err == nil && m.Thaw {
+		if r.cg != nil {
+			r.cg.thawV1()
+		}
+		m, err = r.receive()
+	}
 	if err != nil {
 		return Result{}, err
 	}
@@ -319,6 +365,10 @@ func (r *Run) Wait() (Result, error) {
 	}
 	if err := r.wait(); err != nil {
 		return *m.Result, fmt.Errorf("init: %w", err)
+	}
+	r.stopSignals()
+	if err := r.teardown(); err != nil {
+		return *m.Result, err
 	}
 	return *m.Result, nil
 }
