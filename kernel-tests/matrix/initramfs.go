@@ -67,7 +67,8 @@ func (c *cpioWriter) Close() error {
 	return c.w.Flush()
 }
 
-// initScript is the guest's /init: it mounts the pseudo filesystems,
+// initScript is the guest's /init: it mounts the pseudo filesystems
+// (devpts for pseudo-terminals, the cgroup v2 hierarchy as on a pure-v2 host),
 // loads the modules, puts an ext4 scratch disk on /tmp, runs guest.sh and
 // powers off. "kt.inject=panic" on the kernel command line crashes the
 // kernel instead, to show that the harness reports it.
@@ -77,6 +78,8 @@ export PATH=/usr/bin:/bin HOME=/root TMPDIR=/tmp
 mount -t proc proc /proc
 mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev
+mkdir -p /dev/pts && mount -t devpts devpts /dev/pts || echo "@@kt devpts failed"
+mount -t cgroup2 cgroup2 /sys/fs/cgroup || echo "@@kt cgroup2 failed"
 for m in $(cat /kt/modules); do
 	insmod "/kt/mod/$m" || echo "@@kt module $m failed"
 done
