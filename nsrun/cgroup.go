@@ -69,6 +69,7 @@ func newCgroup(sb Sandbox) (*cgroup, []string) {
 		limitsLost(why)
 		return nil, missing
 	}
+	removeStale(parent)
 	want := map[string]int64{"memory": sb.MemoryMax, "pids": sb.PidsMax}
 	enabled := map[string]bool{}
 	for _, ctl := range []string{"memory", "pids"} {
@@ -120,6 +121,23 @@ func newCgroup(sb Sandbox) (*cgroup, []string) {
 		return nil, append(missing, "no cgroup of its own: "+why)
 	}
 	return c, missing
+}
+
+// removeStale removes the empty leaves under parent whose supervisor (the
+// pid their name starts with) is gone: a supervisor that was killed leaves
+// its leaf behind, emptied by the parent-death signal of init.
+func removeStale(parent string) {
+	ents, _ := os.ReadDir(parent)
+	for _, e := range ents {
+		pid, _, ok := strings.Cut(e.Name(), "-")
+		if !e.IsDir() || !ok {
+			continue
+		}
+		if n, err := strconv.Atoi(pid); err != nil || n <= 0 || unix.Kill(n, 0) != unix.ESRCH {
+			continue
+		}
+		_ = unix.Rmdir(filepath.Join(parent, e.Name())) // fails, harmlessly, on a populated one
+	}
 }
 
 func exists(p string) bool {
