@@ -54,7 +54,7 @@ func TestCgroupLeaf(t *testing.T) {
 		return
 	}
 	e := newEnv(t)
-	cfg := sh(e, `cat /proc/self/cgroup; cat /sys/fs/cgroup/unified/$LEAF/pids.max /sys/fs/cgroup/$LEAF/pids.max 2>/dev/null; true`)
+	cfg := sh(e, `cat /proc/self/cgroup`)
 	cfg.Sandbox.PidsMax, cfg.Sandbox.MemoryMax = 64, 64<<20
 	r, w, err := os.Pipe()
 	if err != nil {
@@ -74,6 +74,11 @@ func TestCgroupLeaf(t *testing.T) {
 		t.Fatalf("launch record: cgroup %q kill %q", sb.Cgroup, sb.CgroupKill)
 	}
 	leaf := filepath.Join(v2, sb.Cgroup)
+	for file, v := range map[string]int64{"pids.max": sb.PidsMax, "memory.max": sb.MemoryMax} {
+		if b, err := os.ReadFile(filepath.Join(leaf, file)); v != 0 && (err != nil || strings.TrimSpace(string(b)) != strconv.FormatInt(v, 10)) {
+			t.Errorf("the leaf's %s is %q (%v), the launch record says %d", file, b, err, v)
+		}
+	}
 	if err := run.Go(); err != nil {
 		t.Fatal(err)
 	}
@@ -88,6 +93,9 @@ func TestCgroupLeaf(t *testing.T) {
 	}
 	if _, err := os.Stat(leaf); !os.IsNotExist(err) {
 		t.Errorf("the leaf %s is still there after the run (%v)", leaf, err)
+	}
+	if sb.PidsMax != 0 && sb.PidsMax != 64 || sb.MemoryMax != 0 && sb.MemoryMax != 64<<20 {
+		t.Errorf("launch record: pids max %d, memory max %d", sb.PidsMax, sb.MemoryMax)
 	}
 	controllers, _ := os.ReadFile(filepath.Join(v2, "cgroup.controllers"))
 	for ctl, got := range map[string]int64{"pids": sb.PidsMax, "memory": sb.MemoryMax} {
