@@ -90,10 +90,18 @@ func (t *terminal) streams(stdin, stdout, stderr *os.File) (*os.File, *os.File, 
 	return sub(stdin), sub(stdout), sub(stderr)
 }
 
-// start puts the operator's terminal in raw mode (when it is stdin) and
-// starts relaying. interrupt is called on a second interrupt character
+// start puts the operator's terminal in raw mode (when it is stdin and the
+// supervisor is in its foreground process group) and starts relaying. interrupt is called on a second interrupt character
 // within interruptWindow of the first.
 func (t *terminal) start(interrupt func()) error {
+	if t.in != nil {
+		// A supervisor in the background leaves the terminal to the
+		// foreground: changing its mode or reading it would stop us.
+		pgrp, err := unix.IoctlGetInt(int(t.in.Fd()), unix.TIOCGPGRP)
+		if err != nil || pgrp != unix.Getpgrp() {
+			t.in = nil
+		}
+	}
 	if t.in == nil {
 		t.relayOutput()
 		return nil
