@@ -70,7 +70,7 @@ func openTerminal(stdin, stdout, stderr *os.File) (*terminal, error) {
 	}
 	var err error
 	if t.master, t.slave, err = pty.Open(); err != nil {
-		return nil, fmt.Errorf("allocate a pseudo-terminal for the agent (its streams include a terminal, which it must not share): %w", err)
+		return nil, fmt.Errorf("cannot allocate a pseudo-terminal for the agent, which must not share your terminal (%w): mount devpts on /dev/pts, or redirect stdin, stdout and stderr away from the terminal", err)
 	}
 	if ws, err := pty.GetsizeFull(t.op); err == nil {
 		_ = pty.Setsize(t.master, ws)
