@@ -29,14 +29,14 @@ func preservedFiles(n int) ([]*os.File, error) {
 		flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0)
 		if err == nil && flags&unix.FD_CLOEXEC != 0 {
 			closeFiles(files)
-			return nil, fmt.Errorf("descriptor %d is not open in the caller (layerseal holds it for itself), but %d descriptors (3 to %d) were asked to be passed on",
+			return nil, fmt.Errorf("descriptor %d was not passed to layerseal, but %d descriptors (3 to %d) were asked to be passed on to the agent: open them before starting layerseal (as a shell's exec 3<FILE does), or ask for fewer",
 				fd, n, 2+n)
 		}
 		nfd, err := linux.DupFrom(fd, 3, true)
 		if err != nil {
 			closeFiles(files)
-			return nil, fmt.Errorf("descriptor %d is not open, but %d descriptors (3 to %d) were asked to be passed on: %w",
-				fd, n, 2+n, err)
+			return nil, fmt.Errorf("descriptor %d is not open (%w), but %d descriptors (3 to %d) were asked to be passed on to the agent: open them before starting layerseal (as a shell's exec 3<FILE does), or ask for fewer",
+				fd, err, n, 2+n)
 		}
 		files = append(files, os.NewFile(uintptr(nfd), fmt.Sprintf("preserved-%d", fd)))
 	}
