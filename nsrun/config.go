@@ -1,9 +1,12 @@
-// Package nsrun launches the agent inside new mount and PID namespaces in
-// which its workspace is an overlay.
+// Package nsrun launches the agent inside new mount, PID, IPC, UTS and cgroup
+// namespaces (and a network namespace when asked), in which its workspace is
+// an overlay, in a session, a cgroup v2 leaf and, when the caller has a
+// terminal, a pseudo-terminal of its own.
 //
 // Start with [Start]: it re-executes the running binary as a small init (the
 // namespace's PID 1), which mounts the overlay over the workspace, hides
-// layerseal's own files, mounts a fresh /proc and reports [Ready]. The caller
+// layerseal's own files, mounts a fresh /proc and reports [Ready], with the
+// confinement found in force and what of it is missing. The caller
 // then records what was mounted (the launch record) and calls [Run.Go], after
 // which init starts the agent with the requested user, capabilities and
 // limits. [Run.Wait] returns the agent's exit status together with what init
