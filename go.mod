@@ -17,3 +17,5 @@ require (
 	golang.org/x/net v0.62.0
 	gopkg.in/yaml.v3 v3.0.1
 )
+
+require github.com/creack/pty v1.1.24

@@ -41,7 +41,8 @@ type RunConfig struct {
 	Process   specs.Process  // the agent; see DefaultProcess
 	Policy    attest.Policy  // DefaultPolicy's values where zero
 	Sandbox   nsrun.Sandbox  // the agent's confinement beyond the workspace
-	// Stdin, Stdout and Stderr are the agent's; a terminal passes through.
+	// Stdin, Stdout and Stderr are the agent's; where one is a terminal the
+	// agent gets a pseudo-terminal of its own instead (see nsrun.Start).
 	Stdin, Stdout, Stderr *os.File
 	// Log receives diagnostics (one line each); nil discards them.
 	Log io.Writer

@@ -1,12 +1,15 @@
-// Package nsrun launches the agent inside new mount and PID namespaces in
-// which its workspace is an overlay.
+// Package nsrun launches the agent inside new mount, PID, IPC, UTS and cgroup
+// namespaces (and a network namespace when asked), in which its workspace is
+// an overlay, in a session, a cgroup v2 leaf and, when the caller has a
+// terminal, a pseudo-terminal of its own.
 //
 // Start with [Start]: it re-executes the running binary as a small init (the
 // namespace's PID 1), which mounts the overlay over the workspace, hides
 // layerseal's own files, builds the rest of the agent's view (the host
 // read-only but for the workspace, private /tmp, /var/tmp, /run and /dev/shm
 // and the [Sandbox] Writable paths; a /proc with [Masked] and [ReadOnly]
-// paths, /sys read-only, a /dev of [Devices] only) and reports [Ready]. The caller
+// paths, /sys read-only, a /dev of [Devices] only) and reports [Ready], with
+// the confinement found in force and what of it is missing. The caller
 // then records what was mounted (the launch record) and calls [Run.Go], after
 // which init starts the agent with the requested user, capabilities and
 // limits. [Run.Wait] returns the agent's exit status together with what init
@@ -50,8 +53,8 @@ type Config struct {
 	// Process is the agent. Args[0] is looked up in the PATH of Env. Empty
 	// Cwd means Workspace. Nil Env means DefaultEnv. Nil Capabilities leaves
 	// init's capabilities in place (all of them: a fully privileged agent
-	// when it runs as root). Terminal is ignored: the caller's terminal, if
-	// any, passes through as the agent's stdin, stdout and stderr.
+	// when it runs as root). Terminal is ignored: Start sets it when it gives
+	// the agent a pseudo-terminal.
 	Process specs.Process
 	// Sandbox is what else confines the agent.
 	Sandbox Sandbox
@@ -147,9 +150,11 @@ type message struct {
 	Ready   *Ready  `json:",omitempty"` // init: set up, waiting for Go
 	Started bool    `json:",omitempty"` // init: agent exec'd
 	Result  *Result `json:",omitempty"` // init: agent gone, namespace empty
+	Thaw    bool    `json:",omitempty"` // init: processes outlive SIGKILL; thaw them
 	Error   string  `json:",omitempty"` // init: setup or start failed
 	// NotFound marks Error as a command not found in PATH.
 	NotFound bool `json:",omitempty"`
 	Go       bool `json:",omitempty"` // supervisor: start the agent
 	Signal   int  `json:",omitempty"` // supervisor: deliver this signal to the agent
+	Kill     bool `json:",omitempty"` // supervisor: kill everything in the namespace
 }

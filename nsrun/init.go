@@ -9,12 +9,14 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
+	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/moby/sys/mountinfo"
 
 	"github.com/layerseal/layerseal/attest"
+	"github.com/layerseal/layerseal/internal/linux"
 )
 
 // Init makes a binary re-executed by Start (or by init itself) do its part
@@ -51,7 +53,7 @@ func runInit() int {
 	}
 	fail := func(err error) int {
 		send(message{Error: err.Error(), NotFound: errors.Is(err, ErrCommandNotFound)})
-		killAll()
+		killAll(nil)
 		return 1
 	}
 	quiet := make(chan os.Signal, 16)
@@ -65,6 +67,11 @@ func runInit() int {
 
 	if os.Getpid() != 1 {
 		return fail(fmt.Errorf("init is pid %d, not 1: not started by nsrun.Start", os.Getpid()))
+	}
+	// Nothing init was not handed on purpose may reach the agent; what it
+	// was handed crosses only where startAgent names it.
+	if err := linux.CloexecFrom(3); err != nil {
+		return fail(err)
 	}
 	if err := unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(unix.SIGKILL), 0, 0, 0); err != nil {
 		return fail(fmt.Errorf("prctl PR_SET_PDEATHSIG: %w", err))
@@ -102,7 +109,7 @@ func runInit() int {
 	for go_ := false; !go_; {
 		m, ok := <-msgs
 		if !ok {
-			killAll()
+			killAll(nil)
 			return 1
 		}
 		go_ = m.Go
@@ -119,11 +126,14 @@ func runInit() int {
 		select {
 		case m, ok := <-msgs:
 			if !ok {
-				killAll()
+				killAll(nil)
 				return 1
 			}
 			if m.Signal > 0 {
 				_ = unix.Kill(pid, unix.Signal(m.Signal))
+			}
+			if m.Kill {
+				_ = unix.Kill(-1, unix.SIGKILL)
 			}
 		case <-children:
 			for {
@@ -145,7 +155,7 @@ func runInit() int {
 			break
 		}
 	}
-	res := Result{ExitCode: status.ExitStatus(), Outlived: killAll(), CapSysAdmin: capSysAdmin(&cfg.Process)}
+	res := Result{ExitCode: status.ExitStatus(), Outlived: killAll(func() { send(message{Thaw: true}) }), CapSysAdmin: capSysAdmin(&cfg.Process)}
 	if status.Signaled() {
 		res.ExitCode, res.Signal = -1, int(status.Signal())
 	}
@@ -159,19 +169,30 @@ func runInit() int {
 }
 
 // killAll kills every other process in the PID namespace and reaps them all,
-// returning how many it reaped.
-func killAll() int {
+// returning how many it reaped. When some are still there after 200ms
+// (frozen by a cgroup v1 freezer, they ignore SIGKILL until thawed) it calls
+// stuck, once, and goes on waiting.
+func killAll(stuck func()) int {
 	_ = unix.Kill(-1, unix.SIGKILL)
 	n := 0
+	asked := stuck == nil
+	deadline := time.Now().Add(200 * time.Millisecond)
 	for {
-		_, err := unix.Wait4(-1, nil, 0, nil)
-		if errors.Is(err, unix.EINTR) {
+		p, err := unix.Wait4(-1, nil, unix.WNOHANG, nil)
+		switch {
+		case errors.Is(err, unix.EINTR):
+			continue
+		case err != nil:
+			return n
+		case p > 0:
+			n++
 			continue
 		}
-		if err != nil {
-			return n
+		if !asked && time.Now().After(deadline) {
+			stuck()
+			asked = true
 		}
-		n++
+		time.Sleep(5 * time.Millisecond)
 	}
 }
 
@@ -181,6 +202,9 @@ func killAll() int {
 func setup(cfg *Config) (_ Ready, masks []string, _ []*mountinfo.Info, _ error) {
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return Ready{}, nil, nil, fmt.Errorf("make %q recursively private: %w", "/", err)
+	}
+	if err := setupNamespaces(cfg.Sandbox); err != nil {
+		return Ready{}, nil, nil, err
 	}
 	mounted, err := cfg.Mount().Perform()
 	if err != nil {
@@ -204,8 +228,10 @@ func setup(cfg *Config) (_ Ready, masks []string, _ []*mountinfo.Info, _ error) 
 	if err != nil {
 		return Ready{}, nil, nil, fmt.Errorf("read mount table: %w", err)
 	}
+	sb = cfg.Sandbox.withDefaults()
+	_, names := namespaces(sb)
 	ready := Ready{Mounted: mounted, Sandbox: attest.Sandbox{
-		Terminal: "streams", Namespaces: []string{"mount", "pid"}, Network: "host", Seccomp: "unconfined",
+		Terminal: terminalKind(cfg.Process.Terminal), NewSession: true, Namespaces: names, Network: sb.Network, Seccomp: "unconfined",
 		PreservedFDs: sb.PreserveFDs, Writable: sb.Writable, ReadOnlyHost: vr.ReadOnlyHost, Missing: vr.Missing,
 	}}
 	return ready, masks, infos, nil

@@ -9,8 +9,11 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"slices"
+	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -20,13 +23,14 @@ import (
 const envMarker = "_LAYERSEAL_NSRUN"
 
 // forwarded are the signals the supervisor passes on to the agent. SIGUSR1
-// is not among them: it asks the supervisor for a checkpoint.
+// is not among them: it asks the supervisor for a checkpoint. The agent is
+// in a session of its own, so no terminal signals it directly; SIGWINCH
+// resizes the agent's pseudo-terminal instead when it has one.
 var forwarded = []os.Signal{unix.SIGTERM, unix.SIGHUP, unix.SIGINT, unix.SIGQUIT, unix.SIGUSR2, unix.SIGWINCH}
 
-// terminalSignals are sent by a terminal to its whole foreground process
-// group, which the agent belongs to: when the supervisor is in that group the
-// agent got its own copy, and forwarding would deliver it twice.
-var terminalSignals = map[os.Signal]bool{unix.SIGINT: true, unix.SIGQUIT: true, unix.SIGWINCH: true}
+// killGrace is how long Kill waits for init to kill the namespace and report
+// before it kills init itself.
+const killGrace = 2 * time.Second
 
 // Run is a launched init. Its methods are called in order: Ready, then Go
 // (or Abort), then Wait.
@@ -36,7 +40,15 @@ type Run struct {
 	dec  *json.Decoder
 	wmu  sync.Mutex
 	enc  *json.Encoder
-	tty  int // the controlling terminal, or -1
+	term *terminal // the agent's pseudo-terminal, or nil
+	cg   *cgroup   // the agent's cgroup, or nil
+	// missing are the restrictions the supervisor could not put in place,
+	// for the launch record.
+	missing []string
+
+	killMu   sync.Mutex
+	killed   bool        // Kill was called
+	hardKill *time.Timer // kills init when it does not answer Kill
 
 	sigs     chan os.Signal
 	sigsDone chan struct{}
@@ -44,12 +56,16 @@ type Run struct {
 	waitErr  error
 }
 
-// Start re-executes the running binary (/proc/self/exe) as init in new mount
-// and PID namespaces, hands it cfg, and returns once it runs. stdin, stdout
-// and stderr are passed to init and the agent as they are, so a terminal
-// stays the agent's controlling terminal and the agent stays in the caller's
-// process group. Init is killed when the calling process dies. The binary must
-// call Init at the start of main.
+// Start re-executes the running binary (/proc/self/exe) as init in new
+// namespaces and a session of its own, hands it cfg, and returns once it
+// runs. stdin, stdout and stderr are passed to init and the agent as they
+// are, except that when any of them is a terminal the agent gets a new
+// pseudo-terminal in its place (its controlling terminal), which the
+// supervisor relays from Go until Wait or Abort returns; the agent leads a
+// session of its own either way. Descriptors 3 .. 3+cfg.Sandbox.PreserveFDs-1
+// are passed on at the same numbers; no other descriptor reaches the agent.
+// Init is killed when the calling process dies. The binary must call Init at
+// the start of main.
 func Start(cfg Config, stdin, stdout, stderr *os.File) (*Run, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -63,11 +79,27 @@ func Start(cfg Config, stdin, stdout, stderr *os.File) (*Run, error) {
 	if cfg.Process.Cwd == "" {
 		cfg.Process.Cwd = cfg.Workspace
 	}
+	preserved, err := preservedFiles(cfg.Sandbox.PreserveFDs)
+	if err != nil {
+		return nil, err
+	}
+	defer closeFiles(preserved)
+	term, err := openTerminal(stdin, stdout, stderr)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Process.Terminal = term != nil
+	if term != nil {
+		stdin, stdout, stderr = term.streams(stdin, stdout, stderr)
+		defer term.slave.Close()
+	}
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("socketpair: %w", err)
 	}
 	parent, child := os.NewFile(uintptr(fds[0]), "nsrun-supervisor"), os.NewFile(uintptr(fds[1]), "nsrun-init")
+	cloneflags, _ := namespaces(cfg.Sandbox)
+	cg, missing := newCgroup(cfg.Sandbox)
 	defer child.Close()
 	cmd := &exec.Cmd{
 		Path:       "/proc/self/exe",
@@ -77,11 +109,15 @@ func Start(cfg Config, stdin, stdout, stderr *os.File) (*Run, error) {
 		Stdin:      stdin,
 		Stdout:     stdout,
 		Stderr:     stderr,
-		ExtraFiles: []*os.File{child},
+		ExtraFiles: append([]*os.File{child}, preserved...),
 		SysProcAttr: &syscall.SysProcAttr{
-			Cloneflags: unix.CLONE_NEWNS | unix.CLONE_NEWPID,
+			Cloneflags: cloneflags,
+			Setsid:     true,
 			Pdeathsig:  unix.SIGKILL,
 		},
+	}
+	if cg != nil {
+		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, int(cg.fd.Fd())
 	}
 	// The parent-death signal fires when the thread that forked exits. A
 	// fresh goroutine is never on a thread locked by the caller, and the Go
@@ -90,9 +126,16 @@ func Start(cfg Config, stdin, stdout, stderr *os.File) (*Run, error) {
 	go func() { started <- cmd.Start() }()
 	if err := <-started; err != nil {
 		parent.Close()
-		return nil, fmt.Errorf("start init %q: %w", cmd.Path, err)
+		if term != nil {
+			term.master.Close()
+		}
+		if cg != nil {
+			cg.destroy()
+		}
+		_, names := namespaces(cfg.Sandbox)
+		return nil, fmt.Errorf("start init %q in new %s namespaces (the kernel must allow them all): %w", cmd.Path, strings.Join(names, ", "), err)
 	}
-	r := &Run{cmd: cmd, sock: parent, dec: json.NewDecoder(bufio.NewReader(parent)), enc: json.NewEncoder(parent), tty: -1}
+	r := &Run{cmd: cmd, sock: parent, dec: json.NewDecoder(bufio.NewReader(parent)), enc: json.NewEncoder(parent), term: term, cg: cg, missing: missing}
 	if err := r.send(message{}, &cfg); err != nil {
 		r.Abort()
 		return nil, err
@@ -163,16 +206,31 @@ func (r *Run) Ready() (Ready, error) {
 		r.Abort()
 		return Ready{}, errors.New("init sent something other than ready")
 	}
-	return *m.Ready, nil
+	ready := *m.Ready
+	if r.cg != nil {
+		sb := &ready.Sandbox
+		sb.Cgroup, sb.CgroupKill, sb.MemoryMax, sb.PidsMax = r.cg.rel, r.cg.kill, r.cg.mem, r.cg.pid
+	}
+	ready.Sandbox.Missing = append(slices.Clone(r.missing), ready.Sandbox.Missing...)
+	return ready, nil
 }
 
 // Go lets init start the agent and returns once the agent's command has been
 // executed, or why it could not be (wrapping ErrCommandNotFound when the
-// command is not in PATH). From then on the supervisor's SIGTERM, SIGHUP
-// and SIGUSR2 are passed on to the agent, and so are SIGINT, SIGQUIT
-// and SIGWINCH unless the supervisor is in its terminal's foreground process
-// group (the terminal then signals the agent itself), until Wait returns.
+// command is not in PATH). From then on the supervisor's SIGTERM, SIGHUP,
+// SIGINT, SIGQUIT, SIGUSR2 and SIGWINCH are passed on to the agent until
+// Wait returns (SIGWINCH resizes the agent's pseudo-terminal when it has
+// one). With a pseudo-terminal, the operator's terminal is in raw mode from
+// then on, restored when Wait or Abort returns; its interrupt character
+// reaches the agent through its pseudo-terminal, and a second one within 3
+// seconds of the first calls Kill.
 func (r *Run) Go() error {
+	if r.term != nil {
+		if err := r.term.start(r.Kill); err != nil {
+			r.Abort()
+			return err
+		}
+	}
 	if err := r.send(message{Go: true}, nil); err != nil {
 		r.Abort()
 		return err
@@ -189,9 +247,6 @@ func (r *Run) Go() error {
 		r.Abort()
 		return errors.New("init sent something other than started")
 	}
-	if fd, err := unix.Open("/dev/tty", unix.O_RDONLY|unix.O_NOCTTY|unix.O_CLOEXEC|unix.O_NONBLOCK, 0); err == nil {
-		r.tty = fd
-	}
 	r.sigs = make(chan os.Signal, 16)
 	r.sigsDone = make(chan struct{})
 	signal.Notify(r.sigs, forwarded...)
@@ -202,21 +257,35 @@ func (r *Run) Go() error {
 func (r *Run) forward() {
 	defer close(r.sigsDone)
 	for sig := range r.sigs {
-		if terminalSignals[sig] && r.inForeground() {
+		if sig == unix.SIGWINCH && r.term != nil {
+			r.term.resize()
 			continue
 		}
 		_ = r.Signal(sig.(syscall.Signal))
 	}
 }
 
-// inForeground reports whether the supervisor is in the foreground process
-// group of its controlling terminal.
-func (r *Run) inForeground() bool {
-	if r.tty < 0 {
-		return false
+// Kill kills the agent and everything in its namespace now: init kills them
+// all and Wait reports the agent ended by SIGKILL. When init does not answer
+// within 2 seconds it is killed too, and Wait reports that it ended without
+// reporting. Safe to call from any goroutine, more than once.
+func (r *Run) Kill() {
+	r.killMu.Lock()
+	defer r.killMu.Unlock()
+	if r.killed {
+		return
 	}
-	pgrp, err := unix.IoctlGetInt(r.tty, unix.TIOCGPGRP)
-	return err == nil && pgrp == unix.Getpgrp()
+	r.killed = true
+	_ = r.send(message{Kill: true}, nil)
+	r.hardKill = time.AfterFunc(killGrace, r.killInit)
+}
+
+// Killed reports whether Kill was called (by the caller, or by the
+// operator's second interrupt).
+func (r *Run) Killed() bool {
+	r.killMu.Lock()
+	defer r.killMu.Unlock()
+	return r.killed
 }
 
 // Signal asks init to deliver sig to the agent's main process.
@@ -224,16 +293,38 @@ func (r *Run) Signal(sig syscall.Signal) error {
 	return r.send(message{Signal: int(sig)}, nil)
 }
 
+// killInit kills init and everything in its namespace at once: the whole
+// cgroup when it has one, frozen processes included.
+func (r *Run) killInit() {
+	if r.cg != nil {
+		r.cg.killAll()
+	}
+	_ = r.cmd.Process.Kill()
+}
+
 // Abort kills init, and with it everything in its namespaces, and waits for
 // it. The upper layer stays on disk.
 func (r *Run) Abort() {
 	if !r.waited {
-		_ = r.cmd.Process.Kill()
+		r.killInit()
 	}
 	_ = r.wait()
 	r.stopSignals()
+	r.teardown()
 }
 
+// teardown kills what is left in the agent's cgroup and removes it. Init
+// has exited.
+func (r *Run) teardown() error {
+	if r.cg == nil {
+		return nil
+	}
+	cg := r.cg
+	r.cg = nil
+	return cg.destroy()
+}
+
+// stopSignals ends forwarding and the terminal relay. Init has exited.
 func (r *Run) stopSignals() {
 	if r.sigs != nil {
 		signal.Stop(r.sigs)
@@ -241,17 +332,29 @@ func (r *Run) stopSignals() {
 		<-r.sigsDone
 		r.sigs = nil
 	}
-	if r.tty >= 0 {
-		unix.Close(r.tty)
-		r.tty = -1
+	r.killMu.Lock()
+	if r.hardKill != nil {
+		r.hardKill.Stop()
+	}
+	r.killMu.Unlock()
+	if r.term != nil {
+		r.term.stop(2 * time.Second)
+		r.term = nil
 	}
 }
 
 // Wait waits for the agent's main process to end and for init to kill what
 // is left, audit the namespace and exit, and returns what init saw.
 func (r *Run) Wait() (Result, error) {
+	defer r.teardown()
 	defer r.stopSignals()
 	m, err := r.receive()
+	for err == nil && m.Thaw {
+		if r.cg != nil {
+			r.cg.thawV1()
+		}
+		m, err = r.receive()
+	}
 	if err != nil {
 		return Result{}, err
 	}
@@ -265,6 +368,10 @@ func (r *Run) Wait() (Result, error) {
 	}
 	if err := r.wait(); err != nil {
 		return *m.Result, fmt.Errorf("init: %w", err)
+	}
+	r.stopSignals()
+	if err := r.teardown(); err != nil {
+		return *m.Result, err
 	}
 	return *m.Result, nil
 }

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"unsafe"
@@ -29,6 +30,10 @@ type agentSpec struct {
 	Seccomp []byte
 }
 
+// envFDs tells the agent stage how many preserved descriptors follow its
+// spec and report pipes.
+const envFDs = "_LAYERSEAL_NSRUN_FDS"
+
 // startAgent starts the agent as init's child: the binary is executed once
 // more as a short-lived stage that applies the process spec and the filter
 // to itself and then executes the agent's command in place. It returns the
@@ -44,10 +49,14 @@ func startAgent(cfg *Config, filter seccomp.Program) (int, error) {
 		specW.Close()
 		return 0, fmt.Errorf("pipe: %w", err)
 	}
+	files := []*os.File{os.Stdin, os.Stdout, os.Stderr, specR, errW}
+	for i := 0; i < cfg.Sandbox.PreserveFDs; i++ {
+		files = append(files, os.NewFile(uintptr(4+i), "preserved"))
+	}
 	p, err := os.StartProcess("/proc/self/exe", []string{"layerseal-exec"}, &os.ProcAttr{
 		Dir:   "/",
-		Env:   []string{envMarker + "=exec"},
-		Files: []*os.File{os.Stdin, os.Stdout, os.Stderr, specR, errW},
+		Env:   []string{envMarker + "=exec", envFDs + "=" + strconv.Itoa(cfg.Sandbox.PreserveFDs)},
+		Files: files,
 	})
 	specR.Close()
 	errW.Close()
@@ -91,10 +100,12 @@ func startAgent(cfg *Config, filter seccomp.Program) (int, error) {
 // executes the agent's command passes its own on.
 func execAgent() {
 	runtime.LockOSThread()
-	report := os.NewFile(4, "nsrun-report")
-	unix.CloseOnExec(4)
+	// The report pipe is used by number: it moves before the agent runs.
+	report := 4
+	unix.CloseOnExec(report)
 	fail := func(err error) {
-		_ = json.NewEncoder(report).Encode(message{Error: err.Error(), NotFound: errors.Is(err, ErrCommandNotFound)})
+		b, _ := json.Marshal(message{Error: err.Error(), NotFound: errors.Is(err, ErrCommandNotFound)})
+		_, _ = unix.Write(report, append(b, '\n'))
 		os.Exit(125)
 	}
 	var as agentSpec
@@ -111,6 +122,14 @@ func execAgent() {
 		}
 	}
 	p := &as.Process
+	n, _ := strconv.Atoi(os.Getenv(envFDs))
+	var err error
+	if report, err = arrangeFDs(n, report); err != nil {
+		fail(fmt.Errorf("close the descriptors the agent must not inherit: %w", err))
+	}
+	if err := newSession(p.Terminal); err != nil {
+		fail(err)
+	}
 	path, err := applyProcess(p, filter)
 	if err != nil {
 		fail(err)

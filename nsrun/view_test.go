@@ -226,19 +226,6 @@ echo x > ` + filepath.Dir(shared) + `/outside-rw 2>/dev/null; true`
 	}
 }
 
-// readAll reads r into buf until EOF or buf is full.
-func readAll(r *os.File, buf []byte) (int, error) {
-	n := 0
-	for n < len(buf) {
-		m, err := r.Read(buf[n:])
-		n += m
-		if err != nil {
-			return n, err
-		}
-	}
-	return n, nil
-}
-
 // TestRemountEachReadOnly is the fallback for kernels without
 // mount_setattr(2), tried here on any kernel: in a private mount namespace
 // of one thread, every mount point becomes read-only.

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/go-json-experiment/json"
+	"github.com/moby/sys/mountinfo"
 	"golang.org/x/sys/unix"
 
 	"github.com/layerseal/layerseal/attest"
@@ -29,18 +30,23 @@ var detected = sync.OnceValues(probe.Detect)
 
 // wantReasons returns the incompleteness codes every statement made on this
 // kernel carries, by the probe's findings: no-mount-id (at the root) when
-// statx reports no mount IDs, otherwise none.
+// statx reports no mount IDs, and sandbox when no cgroup v2 hierarchy is
+// mounted (the agent gets no cgroup of its own); otherwise none.
 func wantReasons(t *testing.T) []attest.Code {
 	t.Helper()
 	f, err := detected()
 	if err != nil {
 		t.Fatalf("probe: %v", err)
 	}
+	var codes []attest.Code
+	if v2, err := mountinfo.GetMounts(mountinfo.FSTypeFilter("cgroup2")); err == nil && len(v2) == 0 {
+		codes = append(codes, attest.SandboxWeakened)
+	}
 	switch f.StatxMountID.Status {
 	case probe.Yes:
-		return nil
+		return codes
 	case probe.No:
-		return []attest.Code{attest.NoMountID}
+		return append(codes, attest.NoMountID)
 	}
 	t.Fatalf("probe could not decide statx mount IDs: %+v", f.StatxMountID)
 	return nil
