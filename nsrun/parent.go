@@ -128,6 +128,7 @@ func Start(cfg Config, stdin, stdout, stderr *os.File) (*Run, error) {
 		parent.Close()
 		if term != nil {
 			term.master.Close()
+			term.closeOwned()
 		}
 		if cg != nil {
 			cg.destroy()

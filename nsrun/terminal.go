@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -35,6 +37,15 @@ type terminal struct {
 	outDone      chan struct{}
 	inDone       chan struct{}
 	restoreOnce  sync.Once
+	owned        []*os.File // the supervisor's copies of op, in and out
+}
+
+// closeOwned closes the supervisor's copies of the operator's terminal.
+func (t *terminal) closeOwned() {
+	for _, f := range t.owned {
+		f.Close()
+	}
+	t.owned = nil
 }
 
 // isTerminal reports whether f is a terminal.
@@ -68,8 +79,28 @@ func openTerminal(stdin, stdout, stderr *os.File) (*terminal, error) {
 			break
 		}
 	}
+	// The terminal's descriptors are the supervisor's own copies: the
+	// caller may close its files once Start returns.
 	var err error
+	dups := map[*os.File]*os.File{}
+	for _, f := range []**os.File{&t.op, &t.in, &t.out} {
+		if *f == nil {
+			continue
+		}
+		if d, ok := dups[*f]; ok {
+			*f = d
+			continue
+		}
+		fd, err := unix.FcntlInt((*f).Fd(), unix.F_DUPFD_CLOEXEC, 3)
+		if err != nil {
+			return nil, fmt.Errorf("duplicate the terminal's descriptor: %w", err)
+		}
+		d := os.NewFile(uintptr(fd), (*f).Name())
+		dups[*f], *f = d, d
+	}
+	t.owned = slices.Collect(maps.Values(dups))
 	if t.master, t.slave, err = pty.Open(); err != nil {
+		t.closeOwned()
 		return nil, fmt.Errorf("cannot allocate a pseudo-terminal for the agent, which must not share your terminal (%w): mount devpts on /dev/pts, or redirect stdin, stdout and stderr away from the terminal", err)
 	}
 	if ws, err := pty.GetsizeFull(t.op); err == nil {
@@ -228,4 +259,5 @@ func (t *terminal) stop(drain time.Duration) {
 		t.wakeW.Close()
 	}
 	t.restore()
+	t.closeOwned()
 }

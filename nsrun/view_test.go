@@ -455,9 +455,9 @@ func TestDevTerminal(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := newEnv(t)
-	// setsid -c makes the terminal the agent's controlling terminal, as
-	// the supervisor's own session would.
-	cfg := rootAgent(e.config("setsid", "-c", "sh", "-c", `tty; echo via-dev-tty > /dev/tty; ls /dev/pts`))
+	// The agent leads its own session with a pseudo-terminal of its own as
+	// its controlling terminal, relayed to pts.
+	cfg := rootAgent(e.config("sh", "-c", `tty; echo via-dev-tty > /dev/tty; ls /dev/pts`))
 	run, err := Start(cfg, pts, pts, pts)
 	pts.Close()
 	if err != nil {
