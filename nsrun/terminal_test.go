@@ -104,9 +104,7 @@ func runOperator(cfg Config) (Result, error) {
 func tool(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	for p := dir; p != "/"; p = filepath.Dir(p) {
-		os.Chmod(p, 0o755)
-	}
+	privtest.Searchable(t, dir)
 	b, err := os.ReadFile(os.Args[0])
 	if err == nil {
 		err = os.WriteFile(filepath.Join(dir, "tool"), b, 0o755)

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/layerseal/layerseal/attest"
+	"github.com/layerseal/layerseal/internal/privtest"
 )
 
 // assertUntouched fails unless the workspace still holds exactly baseTree
@@ -155,9 +156,7 @@ func TestRunNotRoot(t *testing.T) {
 	if err := os.WriteFile(bin, self, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for p := e.dir; p != "/"; p = filepath.Dir(p) {
-		os.Chmod(p, 0o755)
-	}
+	privtest.Searchable(t, e.dir)
 	cmd := exec.Command(bin, "run", "--workspace", e.ws, "--key", e.key, "--out", filepath.Join(e.dir, "o"), "--", "true")
 	cmd.Env = append(os.Environ(), cliEnv+"=1")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}

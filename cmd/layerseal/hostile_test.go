@@ -141,9 +141,7 @@ func (h hostile) run(t *testing.T, user string) *hostileRun {
 		mountTmpfs(t, e.state, h.stateMiB)
 	}
 	write(t, e.ws, h.tree)
-	for p := e.dir; p != "/"; p = filepath.Dir(p) {
-		os.Chmod(p, 0o755) // the unprivileged agent must reach the workspace
-	}
+	privtest.Searchable(t, e.dir) // the unprivileged agent must reach the workspace
 	tool := filepath.Join(e.dir, "tool")
 	self, err := os.ReadFile(os.Args[0])
 	if err == nil {

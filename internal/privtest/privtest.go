@@ -6,6 +6,7 @@ package privtest
 
 import (
 	"os"
+	"path/filepath"
 	"testing"
 )
 
@@ -24,5 +25,26 @@ func Require(t testing.TB) {
 	}
 	if os.Geteuid() != 0 {
 		t.Fatalf("%s=1 but euid is %d: privileged tests must run as root", Env, os.Geteuid())
+	}
+}
+
+// Searchable lets any user reach dir: it adds read and search bits for
+// group and others to dir and every directory above it, and changes
+// nothing else (a sticky, world-writable /tmp stays so).
+func Searchable(t testing.TB, dir string) {
+	t.Helper()
+	for p := dir; ; p = filepath.Dir(p) {
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if perm := fi.Mode().Perm(); perm&0o055 != 0o055 {
+			if err := os.Chmod(p, fi.Mode()&(os.ModePerm|os.ModeSticky|os.ModeSetuid|os.ModeSetgid)|0o055); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if p == "/" {
+			return
+		}
 	}
 }
