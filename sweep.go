@@ -2,6 +2,7 @@ package layerseal
 
 import (
 	"fmt"
+	"os"
 	"strings"
 
 	"github.com/layerseal/layerseal/attest"
@@ -14,7 +15,7 @@ import (
 // Applied, the change set that is left. A violation is "reverted" only
 // when the path is absent from the re-read change set, "blocked"
 // otherwise. The upper layer must not be mounted.
-func sweep(upper, work, lower string, p attest.Policy, noMountID bool, st *attest.Statement) error {
+func sweep(upper, work, lower string, lowerDir *os.File, p attest.Policy, noMountID bool, st *attest.Statement) error {
 	rules, err := rulesOf(p)
 	if err != nil {
 		return err
@@ -32,11 +33,11 @@ func sweep(upper, work, lower string, p attest.Policy, noMountID bool, st *attes
 	for _, v := range vs {
 		// A path inside one already reverted with its subtree is
 		// reverted again, which changes nothing or finishes the job.
-		if err := overlay.Revert(upper, lower, v.Path, overlay.RevertOptions{}); err != nil {
+		if err := overlay.Revert(upper, lower, v.Path, overlay.RevertOptions{LowerDir: lowerDir}); err != nil {
 			failed[v.Path] = err
 		}
 	}
-	after, err := Attest(upper, work, lower, p, noMountID)
+	after, err := attestUpper(upper, work, lower, lowerDir, p, noMountID, nil)
 	if err != nil {
 		return fmt.Errorf("read the swept upper layer: %w", err)
 	}

@@ -25,6 +25,14 @@ func (a *applier) linkAll() error {
 }
 
 func (a *applier) linkGroup(g applyGroup) error {
+	if a.left[g.anchor] {
+		for _, m := range g.members {
+			if _, listed := a.index[m]; listed {
+				a.leave(m, "its hard-link anchor was left")
+			}
+		}
+		return nil
+	}
 	ldir, lbase, err := a.openParent(g.anchor)
 	if err != nil {
 		return &ApplyError{Path: g.anchor, Op: "open parent", Err: err}
@@ -57,6 +65,9 @@ func (a *applier) linkGroup(g applyGroup) error {
 	}
 	var anchorSum []byte // the anchor's workspace digest, once computed
 	for _, m := range g.members {
+		if a.left[m] {
+			continue
+		}
 		mdir, mbase, err := a.openParent(m)
 		if err != nil {
 			return &ApplyError{Path: m, Op: "open parent", Err: err}

@@ -3,6 +3,7 @@ package overlay
 import (
 	"errors"
 	"fmt"
+	"os"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -69,6 +70,11 @@ type ReadOptions struct {
 	// is taken instead of reading the file. The caller answers only for
 	// a stat tuple it hashed itself and saw settled (not racy).
 	KnownDigest func(p attest.Path, st linux.Stat) []byte
+
+	// LowerDir, if set, is the lower layer's root as the caller opened
+	// and identified it: Read reads beneath it, and the lower path only
+	// names it in reasons, so a path swapped since cannot lead elsewhere.
+	LowerDir *os.File
 
 	reuse *reuse // set by ReadChanged
 }
@@ -142,8 +148,14 @@ func Read(upper, lower string, opt ReadOptions) (*Changes, error) {
 		}
 	}
 	var missing []attest.Reason
-	openRoot := func(layer, path string) node {
-		n, err := openFSRoot(path)
+	openRoot := func(layer, path string, pinned *os.File) node {
+		var n *fsNode
+		var err error
+		if pinned != nil {
+			n, err = openPinnedRoot(pinned)
+		} else {
+			n, err = openFSRoot(path)
+		}
 		if err != nil {
 			code := attest.Unreadable
 			if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
@@ -155,8 +167,8 @@ func Read(upper, lower string, opt ReadOptions) (*Changes, error) {
 		}
 		return n
 	}
-	u := openRoot("upper", upper)
-	l := openRoot("lower", lower)
+	u := openRoot("upper", upper, nil)
+	l := openRoot("lower", lower, opt.LowerDir)
 	if u != nil {
 		defer u.close()
 	}

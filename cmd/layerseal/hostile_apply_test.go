@@ -1,0 +1,267 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/layerseal/layerseal/attest"
+	"github.com/layerseal/layerseal/internal/privtest"
+)
+
+// applyCase is a workspace and a run whose apply must not reach beyond
+// what was examined.
+type applyCase struct {
+	e   *env
+	out string
+	log string
+}
+
+// statement reads and verifies the run's statement.
+func (c *applyCase) statement(t *testing.T) *attest.Statement {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(c.out, "statement.json"))
+	if err != nil {
+		t.Fatalf("no statement: %v\n%s", err, c.log)
+	}
+	pub, err := attest.LoadPublicKey(c.e.pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	launch, _ := os.ReadFile(filepath.Join(c.out, "launch.json"))
+	st, err := attest.VerifyStatement(b, pub, launch)
+	if err != nil {
+		t.Fatalf("statement does not verify: %v", err)
+	}
+	return st
+}
+
+func hasCode(st *attest.Statement, code attest.Code) bool {
+	return slices.ContainsFunc(st.Incomplete, func(r attest.Reason) bool { return r.Code == code })
+}
+
+func readString(t *testing.T, p string) string {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	return string(b)
+}
+
+// TestHostileWorkspaceSwap: an agent running as uid 65534 owns the
+// workspace's grandparent and swaps the workspace path for a symlink into
+// a root-owned directory. Neither the automatic apply nor a later `apply`
+// (with or without --force) may write there, or anywhere: the lower root
+// changed.
+func TestHostileWorkspaceSwap(t *testing.T) {
+	privtest.Require(t)
+	e := newEnv(t)
+	home := filepath.Join(e.dir, "home")
+	ws := filepath.Join(home, "work", "repo")
+	victim := filepath.Join(e.dir, "victim")
+	write(t, ws, map[string]string{"a": "a\n"})
+	write(t, victim, map[string]string{"keep": "root's\n"})
+	for _, p := range []string{home, filepath.Join(home, "work"), ws, filepath.Join(ws, "a")} {
+		if err := os.Lchown(p, 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for p := e.dir; p != "/"; p = filepath.Dir(p) {
+		os.Chmod(p, 0o755)
+	}
+	out := filepath.Join(e.dir, "run")
+	script := `echo evil > ld.so.preload; echo b >> a; cd /
+mv "$H/work" "$H/work-old"; mkdir "$H/evil"; ln -s "$VICTIM" "$H/evil/repo"; ln -s "$H/evil" "$H/work"`
+	code, log := e.runAt(ws, out, script, "--user", "65534:65534", "--env", "H="+home, "--env", "VICTIM="+victim)
+	c := &applyCase{e: e, out: out, log: log}
+	if code != 0 {
+		t.Fatalf("run: exit %d\n%s", code, log)
+	}
+	st := c.statement(t)
+	if !hasCode(st, attest.LowerChanged) {
+		t.Errorf("no lower-changed reason: %+v", st.Incomplete)
+	}
+	check := func(when string) {
+		t.Helper()
+		ents, _ := os.ReadDir(victim)
+		if len(ents) != 1 || readString(t, filepath.Join(victim, "keep")) != "root's\n" {
+			t.Fatalf("%s: the root-owned directory was written: %v\n%s", when, ents, log)
+		}
+		old := filepath.Join(home, "work-old", "repo")
+		if _, err := os.Lstat(filepath.Join(old, "ld.so.preload")); err == nil || readString(t, filepath.Join(old, "a")) != "a\n" {
+			t.Fatalf("%s: the workspace was written though its path had moved", when)
+		}
+	}
+	check("after run")
+	if !strings.Contains(log, "nothing is applied") {
+		t.Errorf("run does not say nothing is applied:\n%s", log)
+	}
+	for _, force := range []bool{false, true} {
+		args := []string{"apply", "--state-dir", e.state, out}
+		if force {
+			args = []string{"apply", "--force", "--state-dir", e.state, out}
+		}
+		code, so, se := e.cli(args...)
+		if code != exitFailed {
+			t.Errorf("apply (force %v): exit %d, want %d\n%s%s", force, code, exitFailed, so, se)
+		}
+		check(fmt.Sprintf("after apply (force %v)", force))
+	}
+}
+
+// TestHostileWorkspaceSwapAfterRun: a staged session whose workspace path
+// leads elsewhere by the time of `apply` (a symlink into a root-owned
+// directory) is refused without a write; once the path leads to the
+// directory the session started on again, it applies.
+func TestHostileWorkspaceSwapAfterRun(t *testing.T) {
+	privtest.Require(t)
+	e := newEnv(t)
+	write(t, e.ws, map[string]string{"a": "a\n"})
+	out := filepath.Join(e.dir, "run")
+	code, log := e.run(out, `echo evil > ld.so.preload`, "--stage")
+	if code != 0 {
+		t.Fatalf("run: exit %d\n%s", code, log)
+	}
+	victim := filepath.Join(e.dir, "victim")
+	write(t, victim, map[string]string{"keep": "root's\n"})
+	moved := e.ws + "-moved"
+	if err := os.Rename(e.ws, moved); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(victim, e.ws); err != nil {
+		t.Fatal(err)
+	}
+	if code, so, se := e.cli("apply", "--force", "--state-dir", e.state, out); code != exitFailed || !strings.Contains(se, "not the directory the session started on") {
+		t.Errorf("apply through the swapped path: exit %d, want %d\n%s%s", code, exitFailed, so, se)
+	}
+	if _, err := os.Lstat(filepath.Join(victim, "ld.so.preload")); err == nil {
+		t.Fatal("apply wrote through the swapped workspace path")
+	}
+	os.Remove(e.ws)
+	if err := os.Rename(moved, e.ws); err != nil {
+		t.Fatal(err)
+	}
+	if code, so, se := e.cli("apply", "--state-dir", e.state, out); code != 0 {
+		t.Fatalf("apply: exit %d\n%s%s", code, so, se)
+	}
+	if readString(t, filepath.Join(e.ws, "ld.so.preload")) != "evil\n" {
+		t.Error("the change set was not applied once the workspace was back")
+	}
+}
+
+// TestHostileTypeChangeCut: `rm -rf data && echo x > data` under an entry
+// budget that lists only some of data's deletions. Nothing is applied
+// automatically; `apply` removes only the listed deletions, leaves data
+// (and the protected file in it that was never examined), and says so.
+func TestHostileTypeChangeCut(t *testing.T) {
+	privtest.Require(t)
+	e := newEnv(t)
+	tree := map[string]string{"layerseal.yaml": "protected: [data/zz-secret]\n", "data/zz-secret": "secret\n"}
+	for i := range 49 {
+		tree[fmt.Sprintf("data/f%02d", i)] = "f\n"
+	}
+	write(t, e.ws, tree)
+	out := filepath.Join(e.dir, "run")
+	code, log := e.run(out, `rm -rf data && echo x > data`, "--max-entries", "40")
+	if code != 0 {
+		t.Fatalf("run: exit %d\n%s", code, log)
+	}
+	c := &applyCase{e: e, out: out, log: log}
+	st := c.statement(t)
+	if !hasCode(st, attest.EntryBudget) {
+		t.Fatalf("no entry-budget reason: %+v", st.Incomplete)
+	}
+	if fi, err := os.Lstat(filepath.Join(e.ws, "data")); err != nil || !fi.IsDir() || len(mustReadDir(t, filepath.Join(e.ws, "data"))) != 50 {
+		t.Fatalf("the run applied part of an incompletely examined change set: %v\n%s", err, log)
+	}
+	if !strings.Contains(log, "nothing is applied automatically") {
+		t.Errorf("run does not say why nothing was applied:\n%s", log)
+	}
+	code, so, se := e.cli("apply", "--state-dir", e.state, out)
+	if code != 0 {
+		t.Fatalf("apply: exit %d\n%s%s", code, so, se)
+	}
+	if readString(t, filepath.Join(e.ws, "data", "zz-secret")) != "secret\n" {
+		t.Error("apply removed data/zz-secret, which the statement does not list")
+	}
+	listed := 0
+	for _, en := range st.Entries {
+		if strings.HasPrefix(string(en.Path), "data/") {
+			listed++
+			if _, err := os.Lstat(filepath.Join(e.ws, string(en.Path))); err == nil {
+				t.Errorf("listed deletion %s not applied", en.Path)
+			}
+		}
+	}
+	if got := len(mustReadDir(t, filepath.Join(e.ws, "data"))); got != 50-listed || listed == 0 {
+		t.Errorf("data holds %d entries after apply; %d of 50 deletions were listed", got, listed)
+	}
+	if !strings.Contains(se, "left data") {
+		t.Errorf("apply does not say it left data:\n%s", se)
+	}
+}
+
+func mustReadDir(t *testing.T, p string) []os.DirEntry {
+	t.Helper()
+	ents, err := os.ReadDir(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ents
+}
+
+// TestHostileLinkBeyondCut: a new file and a link to it past the point
+// where a budget or a limit stopped the walk (deploy/key replaced by a
+// link to it). The link was not examined, so no apply may make it.
+func TestHostileLinkBeyondCut(t *testing.T) {
+	for _, tc := range []struct {
+		name, script string
+		flags        []string
+		code         attest.Code
+	}{
+		{"entry-budget", `echo EVIL > a; ln a b; for i in $(seq 100 199); do echo p > c$i; done; rm deploy/key; ln a deploy/key`,
+			[]string{"--max-entries", "30"}, attest.EntryBudget},
+		{"dir-entry-limit", `echo EVIL > a; ln a b; for i in $(seq 100 159); do ln a deploy/l$i; done; rm deploy/key; ln a deploy/key`,
+			[]string{"--max-dir-entries", "50"}, attest.DirEntryLimit},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			privtest.Require(t)
+			e := newEnv(t)
+			write(t, e.ws, map[string]string{"layerseal.yaml": "protected: [deploy/**]\n", "deploy/key": "REAL\n"})
+			out := filepath.Join(e.dir, "run")
+			code, log := e.run(out, tc.script, tc.flags...)
+			if code != 0 {
+				t.Fatalf("run: exit %d\n%s", code, log)
+			}
+			st := (&applyCase{e: e, out: out, log: log}).statement(t)
+			if !hasCode(st, tc.code) {
+				t.Fatalf("no %s reason: %+v", tc.code, st.Incomplete)
+			}
+			if _, err := os.Lstat(filepath.Join(e.ws, "a")); err == nil {
+				t.Fatalf("the run applied an incompletely examined change set\n%s", log)
+			}
+			if code, so, se := e.cli("apply", "--state-dir", e.state, out); code != 0 {
+				t.Fatalf("apply: exit %d\n%s%s", code, so, se)
+			}
+			if got := readString(t, filepath.Join(e.ws, "deploy", "key")); got != "REAL\n" {
+				t.Errorf("deploy/key is %q after apply: a link nobody examined was made", got)
+			}
+			if readString(t, filepath.Join(e.ws, "a")) != "EVIL\n" || readString(t, filepath.Join(e.ws, "b")) != "EVIL\n" {
+				t.Error("the examined files a and b were not applied")
+			}
+		})
+	}
+}
+
+// runAt runs script as the agent over the workspace ws (not e.ws).
+func (e *env) runAt(ws, out, script string, extra ...string) (int, string) {
+	e.t.Helper()
+	args := append([]string{"run", "--workspace", ws, "--key", e.key, "--out", out, "--state-dir", e.state}, extra...)
+	args = append(args, "--", "/bin/sh", "-ec", script)
+	code, stdout, stderr := e.cli(args...)
+	return code, stdout + stderr
+}
