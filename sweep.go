@@ -7,6 +7,7 @@ import (
 
 	"github.com/layerseal/layerseal/attest"
 	"github.com/layerseal/layerseal/overlay"
+	"github.com/layerseal/layerseal/policy"
 )
 
 // sweep finds every observed change on a protected path that no allow
@@ -26,6 +27,11 @@ func sweep(upper, work, lower string, lowerDir *os.File, p attest.Policy, noMoun
 			vs = append(vs, attest.Violation{Path: e.Path, Rule: rule})
 		}
 	}
+	aliases, err := aliasViolations(upper, lower, lowerDir, rules, st.Entries)
+	if err != nil {
+		return err
+	}
+	vs = append(vs, aliases...)
 	if len(vs) == 0 {
 		return nil
 	}
@@ -57,6 +63,52 @@ func sweep(upper, work, lower string, lowerDir *os.File, p attest.Policy, noMoun
 		st.Applied = []attest.Entry{}
 	}
 	return nil
+}
+
+// aliasViolations finds the listed names that become hard links to an
+// inode that also has a protected name (in the upper layer, or through
+// the lower links of an unchanged file they link to): through such a
+// name the agent, or anyone later, changes the protected file. Each is
+// a violation of the protected name's rule.
+func aliasViolations(upper, lower string, lowerDir *os.File, rules *policy.Rules, entries []attest.Entry) ([]attest.Violation, error) {
+	listed := map[attest.Path]bool{}
+	members := map[attest.Path][]attest.Path{} // anchor → listed names linked to it
+	var anchors []attest.Path
+	for _, e := range entries {
+		listed[e.Path] = true
+		if e.New == nil || e.New.Link == "" {
+			continue
+		}
+		if _, ok := members[e.New.Link]; !ok {
+			anchors = append(anchors, e.New.Link)
+		}
+		members[e.New.Link] = append(members[e.New.Link], e.Path)
+	}
+	if len(anchors) == 0 {
+		return nil, nil
+	}
+	names, err := overlay.Aliases(upper, lower, lowerDir, anchors, func(p attest.Path) bool { return !listed[p] })
+	if err != nil {
+		return nil, fmt.Errorf("find the names of hard-linked files: %w", err)
+	}
+	var out []attest.Violation
+	for _, a := range anchors {
+		rule := ""
+		for _, n := range names[a] {
+			if rule = rules.Violation(n); rule != "" {
+				break
+			}
+		}
+		if rule == "" {
+			continue
+		}
+		for _, m := range members[a] {
+			if rules.Violation(m) == "" {
+				out = append(out, attest.Violation{Path: m, Rule: rule})
+			}
+		}
+	}
+	return out, nil
 }
 
 // blocked lists the violations the sweep could not revert.

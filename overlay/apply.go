@@ -90,7 +90,9 @@ var errApplyCrash = errors.New("simulated crash")
 // extended attributes (overlay-private trusted.overlay.* and user.overlay.*
 // names already present are left alone) and mtime; and renames each result
 // over its target atomically. Files sharing an inode in the merged view
-// (State.Link) end up as hard links of one inode. Directory mtimes are set
+// (State.Link) end up as hard links of one inode; an unchanged file they
+// link to keeps its other workspace names (links overlayfs split off on
+// copy-up), since those are not listed. Directory mtimes are set
 // last, deepest first; directories Apply only had to write into get back
 // the mtime the upper layer records for them.
 //
@@ -318,7 +320,6 @@ func (a *applier) plan(in []attest.Entry) error {
 		addParent(a.entries[i].Path)
 	}
 	for _, g := range a.groups {
-		addParent(g.anchor) // detach may write a copy of an unlisted anchor beside it
 		for _, m := range g.members {
 			addParent(m)
 		}

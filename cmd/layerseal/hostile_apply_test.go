@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/layerseal/layerseal/attest"
 	"github.com/layerseal/layerseal/internal/privtest"
 )
@@ -264,4 +266,66 @@ func (e *env) runAt(ws, out, script string, extra ...string) (int, string) {
 	args = append(args, "--", "/bin/sh", "-ec", script)
 	code, stdout, stderr := e.cli(args...)
 	return code, stdout + stderr
+}
+
+// sameInode reports whether the workspace paths are one inode.
+func sameInode(t *testing.T, ws string, ps ...string) bool {
+	t.Helper()
+	var first unix.Stat_t
+	for i, p := range ps {
+		var st unix.Stat_t
+		if err := unix.Lstat(filepath.Join(ws, p), &st); err != nil {
+			t.Fatalf("%s: %v", p, err)
+		}
+		if i == 0 {
+			first = st
+		} else if st.Dev != first.Dev || st.Ino != first.Ino {
+			return false
+		}
+	}
+	return true
+}
+
+// TestHostileAliasProtected: new names hard-linked to a protected file
+// (directly, or through an unprotected lower link of it) are violations
+// of its rule and are reverted; a new link to an unprotected file with
+// other workspace links keeps them all one inode (apply does not split
+// the file it links to from its unlisted links).
+func TestHostileAliasProtected(t *testing.T) {
+	privtest.Require(t)
+	e := newEnv(t)
+	write(t, e.ws, map[string]string{"layerseal.yaml": "protected: [.env, deploy/**]\n", ".env": "SECRET\n", "deploy/key": "KEY\n", "notes": "n\n"})
+	for _, l := range [][2]string{{".env", "env.bak"}, {"notes", "notes.bak"}} {
+		if err := os.Link(filepath.Join(e.ws, l[0]), filepath.Join(e.ws, l[1])); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out := filepath.Join(e.dir, "run")
+	code, log := e.run(out, `ln deploy/key stolen-key; ln .env env-alias; ln env.bak via-bak; ln notes notes-new`)
+	if code != 0 {
+		t.Fatalf("run: exit %d\n%s", code, log)
+	}
+	st := (&applyCase{e: e, out: out, log: log}).statement(t)
+	want := map[attest.Path]string{"stolen-key": "deploy/**", "env-alias": ".env", "via-bak": ".env"}
+	got := map[attest.Path]string{}
+	for _, v := range st.Violations {
+		got[v.Path] = v.Rule
+		if v.Action != attest.Reverted {
+			t.Errorf("violation %s: %s", v.Path, v.Action)
+		}
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("violations %v, want %v\n%s", got, want, log)
+	}
+	for p := range want {
+		if _, err := os.Lstat(filepath.Join(e.ws, string(p))); err == nil {
+			t.Errorf("%s was applied: it aliases a protected file", p)
+		}
+	}
+	if !sameInode(t, e.ws, ".env", "env.bak") {
+		t.Error(".env was split from env.bak")
+	}
+	if !sameInode(t, e.ws, "notes", "notes.bak", "notes-new") {
+		t.Error("notes, notes.bak and notes-new are not one inode: apply split an unlisted link")
+	}
 }
