@@ -194,7 +194,7 @@ func runConfig(cmd *cli.Command) (layerseal.RunConfig, error) {
 		Stdin:     os.Stdin,
 		Stdout:    os.Stdout,
 		Stderr:    os.Stderr,
-		Log:       os.Stderr,
+		Log:       escapingWriter{os.Stderr},
 	}, nil
 }
 
@@ -304,5 +304,5 @@ func reasonText(r attest.Reason) string {
 	if r.Path != "" {
 		s += " " + r.Path.String()
 	}
-	return s + ": " + r.Detail
+	return s + ": " + attest.Bytes(r.Detail).String()
 }

@@ -153,15 +153,15 @@ type changeJSON struct {
 }
 
 type reasonJSON struct {
-	Code   attest.Code `json:"code"`
-	Path   attest.Path `json:"path,omitempty"`
-	Detail string      `json:"detail"`
+	Code   attest.Code  `json:"code"`
+	Path   attest.Path  `json:"path,omitempty"`
+	Detail attest.Bytes `json:"detail"`
 }
 
 func reasonsJSON(rs []attest.Reason) []reasonJSON {
 	out := make([]reasonJSON, 0, len(rs))
 	for _, r := range rs {
-		out = append(out, reasonJSON{r.Code, r.Path, r.Detail})
+		out = append(out, reasonJSON{r.Code, r.Path, attest.Bytes(r.Detail)})
 	}
 	return out
 }
