@@ -115,7 +115,7 @@ func (r *reader) root(u, l node) error {
 	}
 	lowerUser, _, _ := r.split(attest.Root, r.lowerRoot, lx, false)
 	oldSt := r.state(r.lowerRoot, lowerUser)
-	if !sameMeta(oldSt, newSt) {
+	if r.timeOK(attest.Root, "upper", r.upperRoot) && r.timeOK(attest.Root, "lower", r.lowerRoot) && !sameMeta(oldSt, newSt) {
 		r.add(attest.Entry{Path: attest.Root, Change: attest.Metadata, Old: oldSt, New: newSt})
 	}
 	return r.walkDir(attest.Root, u, l, false)
@@ -200,6 +200,9 @@ func (r *reader) child(p attest.Path, name string, u, l node) error {
 		r.reason(attest.OtherMount, p, "upper entry is on another mount: excluded with its subtree")
 		return nil
 	}
+	if !r.timeOK(p, "upper", ust) {
+		return nil
+	}
 	var lst *linux.Stat
 	if l != nil {
 		if !r.count(p, &r.stats.LowerEntries) {
@@ -213,6 +216,8 @@ func (r *reader) child(p attest.Path, name string, u, l node) error {
 			return nil
 		case !r.onMount(st, r.lowerRoot):
 			r.reason(attest.OtherMount, p, "lower entry is on another mount: excluded with its subtree")
+			return nil
+		case !r.timeOK(p, "lower", st):
 			return nil
 		case !isWhiteout(st): // a lower whiteout hides nothing and shows nothing
 			lst = &st
@@ -398,6 +403,9 @@ func (r *reader) deleted(p attest.Path, name string, l node, lst *linux.Stat) {
 		}
 		lst = &st
 	}
+	if !r.timeOK(p, "lower", *lst) {
+		return
+	}
 	n, oldSt, err := r.openLower(name, l, *lst)
 	if err != nil {
 		// Deleted all the same: the stat proves it existed.
@@ -496,6 +504,18 @@ func (r *reader) count(p attest.Path, counter *int64) bool {
 func (r *reader) stopTime(p attest.Path) {
 	r.stopped = true
 	r.reason(attest.TimeBudget, p, "time budget exhausted here: the rest was not examined")
+}
+
+// timeOK reports whether st's mtime is one a statement can sign (int64
+// nanoseconds: 1677 to 2262); otherwise it adds an Unreadable reason: the
+// entry (and its subtree) is not listed, so no wrong time is signed or
+// applied, and the change set is not applied automatically.
+func (r *reader) timeOK(p attest.Path, layer string, st linux.Stat) bool {
+	if !st.MtimeOutOfRange {
+		return true
+	}
+	r.reason(attest.Unreadable, p, fmt.Sprintf("%s entry's mtime lies outside the times a statement holds (int64 nanoseconds: 1677 to 2262): it was not examined, with its subtree", layer))
+	return false
 }
 
 // fault turns an error reading p in layer into a reason.

@@ -329,3 +329,54 @@ func TestHostileAliasProtected(t *testing.T) {
 		t.Error("notes, notes.bak and notes-new are not one inode: apply split an unlisted link")
 	}
 }
+
+// TestHostileTimeOutOfRange: times int64 nanoseconds cannot hold (a file
+// touched to the year 2400, a lower file of that age the agent appends
+// to) are never signed: those entries are left out with an unreadable
+// reason, nothing is applied automatically, and `apply` writes the rest
+// and not them (no wrapped-around time reaches the workspace).
+func TestHostileTimeOutOfRange(t *testing.T) {
+	privtest.Require(t)
+	e := newEnv(t)
+	write(t, e.ws, map[string]string{"old": "o\n"})
+	future := unix.Timespec{Sec: 13569465600} // 2400-01-01
+	if err := unix.UtimesNanoAt(unix.AT_FDCWD, filepath.Join(e.ws, "old"), []unix.Timespec{future, future}, 0); err != nil {
+		t.Fatal(err)
+	}
+	var st0 unix.Stat_t
+	if err := unix.Stat(filepath.Join(e.ws, "old"), &st0); err != nil || st0.Mtim.Sec != future.Sec {
+		t.Fatalf("the test filesystem cannot hold the year 2400 (%v, %d)", err, st0.Mtim.Sec)
+	}
+	out := filepath.Join(e.dir, "run")
+	code, log := e.run(out, `touch -d 2400-01-01 f; echo more >> old; touch -d 2400-01-01 old; echo g > g`)
+	if code != 0 {
+		t.Fatalf("run: exit %d\n%s", code, log)
+	}
+	st := (&applyCase{e: e, out: out, log: log}).statement(t)
+	for _, en := range st.Entries {
+		if en.Path == "f" || en.Path == "old" {
+			t.Errorf("%s is listed (mtime %d)", en.Path, en.New.MtimeNS)
+		}
+	}
+	bad := map[attest.Path]bool{}
+	for _, r := range st.Incomplete {
+		if r.Code == attest.Unreadable {
+			bad[r.Path] = true
+		}
+	}
+	if !bad["f"] || !bad["old"] {
+		t.Errorf("no unreadable reason for f and old: %+v", st.Incomplete)
+	}
+	if _, err := os.Lstat(filepath.Join(e.ws, "g")); err == nil {
+		t.Fatal("applied automatically")
+	}
+	if code, so, se := e.cli("apply", "--state-dir", e.state, out); code != 0 {
+		t.Fatalf("apply: exit %d\n%s%s", code, so, se)
+	}
+	if readString(t, filepath.Join(e.ws, "g")) != "g\n" || readString(t, filepath.Join(e.ws, "old")) != "o\n" {
+		t.Error("apply did not apply g alone")
+	}
+	if _, err := os.Lstat(filepath.Join(e.ws, "f")); err == nil {
+		t.Error("f was applied")
+	}
+}
