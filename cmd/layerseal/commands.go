@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/user"
+	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -62,6 +63,7 @@ func runCommand() *cli.Command {
 			&cli.StringFlag{Name: "config", Usage: "policy `FILE` (default: layerseal.yaml in the workspace root, if any)"},
 			&cli.StringSliceFlag{Name: "allow", Usage: "allow changes to protected paths matching `GLOB` (repeatable)"},
 			&cli.BoolFlag{Name: "stage", Usage: "keep the change set staged for review instead of applying it"},
+			&cli.BoolFlag{Name: "json", Usage: "print the result (exit status, whose it is, statement) as one JSON object, the last line on stdout"},
 		},
 		StopOnNthArg: &stop,
 		Action: func(_ context.Context, cmd *cli.Command) error {
@@ -73,14 +75,14 @@ func runCommand() *cli.Command {
 			var setup *layerseal.SetupError
 			switch {
 			case errors.Is(err, nsrun.ErrCommandNotFound):
-				return exitWith(exitNotFound, err)
+				return runStatus(cmd, exitNotFound, "layerseal", "the agent's command was not found; nothing changed", err, nil)
 			case errors.As(err, &setup):
-				return exitWith(exitSetup, err)
+				return runStatus(cmd, exitSetup, "layerseal", "layerseal failed before the agent started; nothing changed", err, nil)
 			case err != nil:
 				if res != nil {
 					fmt.Fprintf(os.Stderr, "layerseal: the agent exited with status %d\n", res.Exit.Code)
 				}
-				return exitWith(exitSetup, err)
+				return runStatus(cmd, exitSetup, "layerseal", "layerseal failed after the agent ran (the message above says what is kept)", err, res)
 			}
 			st := res.Statement
 			fmt.Fprintf(os.Stderr, "layerseal: %d change(s), %s; statement %s/%s\n",
@@ -93,12 +95,52 @@ func runCommand() *cli.Command {
 				fmt.Fprintf(os.Stderr, "layerseal: staged, not applied: `layerseal diff %s` shows it; `layerseal apply %s` or `layerseal discard %s`\n",
 					cmd.String("out"), cmd.String("out"), cmd.String("out"))
 			}
-			if res.Exit.Code != 0 {
-				return exitWith(res.Exit.Code, nil)
-			}
-			return nil
+			return runStatus(cmd, res.Exit.Code, "agent", "the agent's exit status; layerseal itself succeeded", nil, res)
 		},
 	}
+}
+
+// runResult is run --json's object: the exit status and whose it is.
+type runResult struct {
+	ExitStatus int          `json:"exit_status"`
+	Whose      string       `json:"whose"` // "agent" or "layerseal"
+	Agent      *exitJSON    `json:"agent"` // null when the agent did not run or was lost
+	Error      attest.Bytes `json:"error,omitempty"`
+	Statement  string       `json:"statement,omitempty"`
+	Complete   bool         `json:"complete"`
+	Applied    bool         `json:"applied"`
+}
+
+type exitJSON struct {
+	Code   int    `json:"code"`
+	Signal string `json:"signal,omitempty"`
+}
+
+// runStatus ends run: it prints err (if any) and then, as the last line
+// on stderr, the exit status and whose it is, so a caller can tell the
+// agent's status from layerseal's own failure whatever the agent printed
+// before; with --json it prints runResult as the last line on stdout.
+func runStatus(cmd *cli.Command, code int, whose, what string, err error, res *layerseal.RunResult) error {
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "layerseal: %s\n", printable(err.Error()))
+	}
+	fmt.Fprintf(os.Stderr, "layerseal: exit status %d is %s's: %s\n", code, whose, what)
+	if cmd.Bool("json") {
+		r := runResult{ExitStatus: code, Whose: whose}
+		if err != nil {
+			r.Error = attest.Bytes(err.Error())
+		}
+		if res != nil {
+			r.Agent = &exitJSON{Code: res.Exit.Code, Signal: res.Exit.Signal}
+			r.Applied = res.Applied
+			if res.Statement != nil {
+				r.Statement = filepath.Join(cmd.String("out"), layerseal.StatementFile)
+				r.Complete = res.Statement.Complete
+			}
+		}
+		printJSON(r)
+	}
+	return exitWith(code, nil)
 }
 
 // runConfig builds the session from run's flags; every problem is a usage

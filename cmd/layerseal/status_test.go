@@ -1,0 +1,58 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestRunStatusWhose: an agent that prints a layerseal-looking failure and
+// exits 125 or 127 is told apart from layerseal failing (an output dir
+// already used) or not finding the command: the last stderr line and
+// --json's object say whose status it is.
+func TestRunStatusWhose(t *testing.T) {
+	e := newEnv(t)
+	used := filepath.Join(e.dir, "used")
+	os.MkdirAll(used, 0o755)
+	os.WriteFile(filepath.Join(used, "statement.json"), []byte("{}"), 0o644)
+	for _, tc := range []struct {
+		name  string
+		args  []string
+		code  int
+		whose string
+	}{
+		{"agent-125", []string{"--", "/bin/sh", "-c", `echo "layerseal: attest the change set: failed" >&2; exit 125`}, 125, "agent"},
+		{"agent-127", []string{"--", "/bin/sh", "-c", `echo "layerseal: command not found" >&2; exit 127`}, 127, "agent"},
+		{"agent-0", []string{"--", "/bin/true"}, 0, "agent"},
+		{"not-found", []string{"--", "/no/such/agent"}, exitNotFound, "layerseal"},
+		{"setup", []string{"--out-used"}, exitSetup, "layerseal"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out := filepath.Join(e.dir, tc.name)
+			args := []string{"run", "--json", "--workspace", e.ws, "--key", e.key, "--state-dir", e.state}
+			if tc.args[0] == "--out-used" {
+				args = append(args, "--out", used, "--", "/bin/true")
+			} else {
+				args = append(append(args, "--out", out), tc.args...)
+			}
+			code, stdout, stderr := e.cli(args...)
+			if code != tc.code {
+				t.Fatalf("exit %d, want %d\n%s%s", code, tc.code, stdout, stderr)
+			}
+			lines := strings.Split(strings.TrimRight(stderr, "\n"), "\n")
+			if last := lines[len(lines)-1]; !strings.HasPrefix(last, "layerseal: exit status ") || !strings.Contains(last, " is "+tc.whose+"'s: ") {
+				t.Errorf("last stderr line %q does not say the status is %s's", last, tc.whose)
+			}
+			outLines := strings.Split(strings.TrimRight(stdout, "\n"), "\n")
+			var r runResult
+			if err := json.Unmarshal([]byte(outLines[len(outLines)-1]), &r); err != nil {
+				t.Fatalf("--json: %v\n%s", err, stdout)
+			}
+			if r.ExitStatus != tc.code || r.Whose != tc.whose || (tc.whose == "agent") != (r.Agent != nil) {
+				t.Errorf("--json: %+v", r)
+			}
+		})
+	}
+}
