@@ -187,7 +187,7 @@ func (c *checkpointer) changedSince(idx *probe.Index) ([]string, bool) {
 	var again []string // what the last walk could not read
 	for _, r := range c.lastWhy {
 		switch r.Code {
-		case attest.TimeBudget, attest.EntryBudget:
+		case attest.TimeBudget, attest.EntryBudget, attest.PathLimit:
 			return nil, false
 		case attest.Unstable, attest.Vanished, attest.Unreadable:
 			if r.Path == "" {
@@ -280,7 +280,7 @@ func syncFS(dir string) {
 func rereadNeeded(rs []attest.Reason) bool {
 	for _, r := range rs {
 		switch r.Code {
-		case attest.Unstable, attest.Vanished, attest.Unreadable, attest.TimeBudget, attest.EntryBudget:
+		case attest.Unstable, attest.Vanished, attest.Unreadable, attest.TimeBudget, attest.EntryBudget, attest.PathLimit:
 			return true
 		}
 	}

@@ -79,7 +79,7 @@ func Recover(out, stateDir string, key *attest.Signer) (*attest.Statement, error
 	if err := sweep(dir.upper(), dir.work(), rec.Workspace, ws, launch.Policy, noMountID, st); err != nil {
 		return nil, fmt.Errorf("sweep protected paths: %w; the change set is kept in %s", err, dir)
 	}
-	b, err := attest.SignStatement(key, st)
+	b, err := signBounded(key, st, attest.MaxStatementSize)
 	if err != nil {
 		return nil, fmt.Errorf("sign statement: %w", err)
 	}

@@ -29,7 +29,13 @@ var DefaultPolicy = attest.Policy{
 	DigestCap:     overlay.DefaultDigestCap,
 	MaxEntries:    overlay.DefaultMaxEntries,
 	MaxDirEntries: overlay.DefaultMaxDirEntries,
+	TimeBudget:    DefaultTimeBudget,
 }
+
+// DefaultTimeBudget bounds the final walk of a session that sets no time
+// budget: past it the walk stops with a time-budget reason (the rest is
+// kept in the state dir, not applied).
+const DefaultTimeBudget = 30 * time.Minute
 
 // RunConfig describes one session.
 type RunConfig struct {
@@ -194,6 +200,9 @@ func fillPolicy(p attest.Policy) attest.Policy {
 	}
 	if p.MaxDirEntries == 0 {
 		p.MaxDirEntries = DefaultPolicy.MaxDirEntries
+	}
+	if p.TimeBudget == 0 {
+		p.TimeBudget = DefaultPolicy.TimeBudget
 	}
 	return p
 }
@@ -442,7 +451,7 @@ func (s *session) finish(id string, res nsrun.Result, lostEnd bool) (*RunResult,
 	if err := sweep(s.dir.upper(), s.dir.work(), s.ws, s.wsDir, s.cfg.Policy, !s.features.StatxMountID.OK(), st); err != nil {
 		return out, fmt.Errorf("sweep protected paths: %w; the change set is kept in %s", err, s.dir)
 	}
-	b, err := attest.SignStatement(s.cfg.Key, st)
+	b, err := signBounded(s.cfg.Key, st, attest.MaxStatementSize)
 	if err != nil {
 		return out, fmt.Errorf("sign statement: %w; the change set is kept in %s", err, s.dir)
 	}
@@ -473,7 +482,7 @@ func unexamined(rs []attest.Reason) bool {
 	for _, r := range rs {
 		switch r.Code {
 		case attest.Unreadable, attest.Vanished, attest.EntryBudget, attest.TimeBudget,
-			attest.DirEntryLimit, attest.RootMissing, attest.OtherMount:
+			attest.DirEntryLimit, attest.RootMissing, attest.OtherMount, attest.PathLimit:
 			return true
 		}
 	}

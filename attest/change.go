@@ -96,6 +96,7 @@ const (
 	CapSysAdmin   Code = "cap-sys-admin"   // the agent held CAP_SYS_ADMIN and could rearrange its mounts
 	UnobservedEnd Code = "unobserved-end"  // the supervisor did not observe the end of the run
 	Unstable      Code = "unstable"        // a file changed while a checkpoint hashed it (the agent was running)
+	PathLimit     Code = "path-limit"      // a path over the length limit (its subtree) or past the total path bytes budget (the rest) was not examined
 )
 
 // Reason is one place a statement could not look.

@@ -22,10 +22,11 @@ type reader struct {
 	upperRoot, lowerRoot linux.Stat
 	noMountID            bool // mounts told apart by st_dev
 
-	entries []attest.Entry
-	reasons []attest.Reason
-	stats   Stats
-	stopped bool // a budget ran out: examine nothing more
+	entries   []attest.Entry
+	reasons   []attest.Reason
+	stats     Stats
+	pathBytes int64 // bytes of the listed paths
+	stopped   bool  // a budget ran out: examine nothing more
 	// inOpaque: the directory being walked lies in a replaced (opaque)
 	// directory, so no lower directory shows through it: its lower-only
 	// children are deleted whether or not it is marked opaque itself.
@@ -35,9 +36,26 @@ type reader struct {
 	fresh bool
 
 	links map[[2]uint64]*linkGroup // upper regular files with nlink > 1
+	// sums holds the digests of files with several names, so each inode
+	// is hashed once per read whatever its number of names.
+	sums map[linkKey]linkSum
 
 	excluded []attest.Excluded // subtrees summarized for opt.Exclude
 }
+
+// linkKey names an inode of one layer; linkSum is its digest and the stat
+// it was computed with.
+type (
+	linkKey struct {
+		layer    string
+		dev, ino uint64
+	}
+	linkSum struct {
+		size         uint64
+		mtime, ctime int64
+		sum          []byte
+	}
+)
 
 // linkGroup is the upper paths seen for one inode.
 type linkGroup struct {
@@ -182,6 +200,9 @@ func (r *reader) list(p attest.Path, layer string, d node) ([]string, bool) {
 func (r *reader) child(p attest.Path, name string, u, l node) error {
 	if r.reusable(p) {
 		r.take(p)
+		return nil
+	}
+	if !r.pathOK(p) {
 		return nil
 	}
 	if r.opt.Exclude != nil && r.opt.Exclude(p) {
@@ -385,6 +406,9 @@ func (r *reader) openLower(name string, l node, st linux.Stat) (node, *attest.St
 // when it is a directory, everything beneath it. lst is its stat when the
 // caller has it.
 func (r *reader) deleted(p attest.Path, name string, l node, lst *linux.Stat) {
+	if !r.pathOK(p) {
+		return
+	}
 	if lst == nil {
 		if !r.count(p, &r.stats.LowerEntries) {
 			return
@@ -449,6 +473,16 @@ func (r *reader) hash(p attest.Path, layer string, n node, st linux.Stat, s *att
 			return true
 		}
 	}
+	// Reused only in a quiescent read: a checkpoint hashes each name, as
+	// the agent may write between them.
+	key := linkKey{layer, st.Dev, st.Ino}
+	once := st.Nlink > 1 && r.opt.Settle == 0
+	if once {
+		if c, ok := r.sums[key]; ok && c.size == st.Size && c.mtime == st.MtimeNS && c.ctime == st.CtimeNS {
+			s.SHA256 = c.sum
+			return true
+		}
+	}
 	if r.opt.Settle > 0 {
 		settle(st, r.opt.Settle)
 	}
@@ -459,6 +493,12 @@ func (r *reader) hash(p attest.Path, layer string, n node, st linux.Stat, s *att
 	}
 	r.stats.BytesHashed += st.Size
 	s.SHA256 = sum
+	if once {
+		if r.sums == nil {
+			r.sums = map[linkKey]linkSum{}
+		}
+		r.sums[key] = linkSum{st.Size, st.MtimeNS, st.CtimeNS, sum}
+	}
 	return true
 }
 
@@ -544,7 +584,24 @@ func (r *reader) onMount(st, root linux.Stat) bool {
 	return linux.SameMount(st, root)
 }
 
-func (r *reader) add(e attest.Entry) { r.entries = append(r.entries, e) }
+func (r *reader) add(e attest.Entry) {
+	r.entries = append(r.entries, e)
+	r.pathBytes += int64(len(e.Path))
+	if r.pathBytes > r.opt.MaxPathBytes && !r.stopped {
+		r.stopped = true
+		r.reason(attest.PathLimit, e.Path, fmt.Sprintf("the listed paths passed the path bytes budget of %d here: the rest was not examined", r.opt.MaxPathBytes))
+	}
+}
+
+// pathOK reports whether p is within the path length limit; otherwise it
+// adds a PathLimit reason (p and its subtree are not examined).
+func (r *reader) pathOK(p attest.Path) bool {
+	if int64(len(p)) <= r.opt.MaxPathLen {
+		return true
+	}
+	r.reason(attest.PathLimit, p, fmt.Sprintf("path of %d bytes is over the path length limit of %d: not examined, with its subtree", len(p), r.opt.MaxPathLen))
+	return false
+}
 
 func (r *reader) reason(code attest.Code, p attest.Path, detail string) {
 	r.reasons = append(r.reasons, attest.Reason{Code: code, Path: p, Detail: detail})

@@ -95,7 +95,7 @@ func runCommand() *cli.Command {
 				fmt.Fprintf(os.Stderr, "layerseal: staged, not applied: `layerseal diff %s` shows it; `layerseal apply %s` or `layerseal discard %s`\n",
 					cmd.String("out"), cmd.String("out"), cmd.String("out"))
 			}
-			return runStatus(cmd, res.Exit.Code, "agent", "the agent's exit status; layerseal itself succeeded", nil, res)
+			return runStatus(cmd, res.Exit.Code, "agent", "layerseal itself succeeded", nil, res)
 		},
 	}
 }
@@ -124,7 +124,11 @@ func runStatus(cmd *cli.Command, code int, whose, what string, err error, res *l
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "layerseal: %s\n", printable(err.Error()))
 	}
-	fmt.Fprintf(os.Stderr, "layerseal: exit status %d is %s's: %s\n", code, whose, what)
+	owner := "the agent's"
+	if whose == "layerseal" {
+		owner = "layerseal's own"
+	}
+	fmt.Fprintf(os.Stderr, "layerseal: exit status %d is %s: %s\n", code, owner, what)
 	if cmd.Bool("json") {
 		r := runResult{ExitStatus: code, Whose: whose}
 		if err != nil {

@@ -42,7 +42,7 @@ func TestRunStatusWhose(t *testing.T) {
 				t.Fatalf("exit %d, want %d\n%s%s", code, tc.code, stdout, stderr)
 			}
 			lines := strings.Split(strings.TrimRight(stderr, "\n"), "\n")
-			if last := lines[len(lines)-1]; !strings.HasPrefix(last, "layerseal: exit status ") || !strings.Contains(last, " is "+tc.whose+"'s: ") {
+			if last := lines[len(lines)-1]; !strings.HasPrefix(last, "layerseal: exit status ") || !strings.Contains(last, map[string]string{"agent": " is the agent's: ", "layerseal": " is layerseal's own: "}[tc.whose]) {
 				t.Errorf("last stderr line %q does not say the status is %s's", last, tc.whose)
 			}
 			outLines := strings.Split(strings.TrimRight(stdout, "\n"), "\n")
