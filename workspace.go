@@ -9,6 +9,7 @@ import (
 
 	"github.com/layerseal/layerseal/attest"
 	"github.com/layerseal/layerseal/internal/linux"
+	"github.com/layerseal/layerseal/overlay"
 )
 
 // ErrWorkspaceMoved means the workspace path no longer leads to the
@@ -55,4 +56,17 @@ func lowerMoved(rs []attest.Reason) bool {
 		}
 	}
 	return false
+}
+
+// CheckWorkspace compares the workspace directory dir with what the
+// statement says was applied to it (its AppliedEntries), path by path
+// (see overlay.Check); it returns the paths where they disagree. The
+// contents of excluded subtrees are not itemized, so not compared.
+func CheckWorkspace(dir string, st *attest.Statement) ([]overlay.Mismatch, error) {
+	fd, err := linux.Openat(unix.AT_FDCWD, dir, unix.O_PATH|unix.O_DIRECTORY)
+	if err != nil {
+		return nil, fmt.Errorf("workspace %q: %w", dir, unwrapPath(err))
+	}
+	defer unix.Close(fd)
+	return overlay.Check(fd, st.AppliedEntries())
 }

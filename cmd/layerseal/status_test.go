@@ -56,3 +56,32 @@ func TestRunStatusWhose(t *testing.T) {
 		})
 	}
 }
+
+// TestVerifyWorkspace: verify --workspace agrees with a workspace the run
+// applied to, and names each path changed after (content of the same size,
+// mode, a link split, a deleted path back, an added path gone): exit 1.
+func TestVerifyWorkspace(t *testing.T) {
+	e := newEnv(t)
+	write(t, e.ws, map[string]string{"keep": "k\n", "gone": "g\n"})
+	out := filepath.Join(e.dir, "run")
+	if code, log := e.run(out, `echo new > f; ln f f2; mkdir d; ln -s x s; chmod 600 keep; rm gone; setfattr -n user.a -v 1 f`); code != 0 {
+		t.Fatalf("run: exit %d\n%s", code, log)
+	}
+	st := filepath.Join(out, "statement.json")
+	if code, so, se := e.cli("verify", "--key", e.pub, "--workspace", e.ws, st); code != 0 {
+		t.Fatalf("verify --workspace after apply: exit %d\n%s%s", code, so, se)
+	}
+	os.WriteFile(filepath.Join(e.ws, "f2"), []byte("NEW\n"), 0o644) // same inode, same size
+	os.Chmod(filepath.Join(e.ws, "keep"), 0o644)
+	os.WriteFile(filepath.Join(e.ws, "gone"), []byte("g\n"), 0o644)
+	os.Remove(filepath.Join(e.ws, "s"))
+	code, so, se := e.cli("verify", "--key", e.pub, "--workspace", e.ws, st)
+	if code != exitFailed {
+		t.Fatalf("verify --workspace after changes: exit %d\n%s%s", code, so, se)
+	}
+	for _, p := range []string{"workspace: f: ", "workspace: f2: ", "workspace: keep: mode", "workspace: gone: present", "workspace: s: absent"} {
+		if !strings.Contains(so, p) {
+			t.Errorf("no %q in\n%s", p, so)
+		}
+	}
+}
