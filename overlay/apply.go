@@ -87,9 +87,9 @@ var errApplyCrash = errors.New("simulated crash")
 // layer into a temporary file beside its target, refusing it with
 // ErrNotAttested unless its size and SHA-256 match the entry; recreates
 // symlinks, FIFOs, sockets and devices; sets owner, mode, the exact set of
-// extended attributes (overlay-private trusted.overlay.* and user.overlay.*
-// names already present are left alone) and mtime; and renames each result
-// over its target atomically. Files sharing an inode in the merged view
+// extended attributes (overlay-private trusted.overlay.* names already
+// present are left alone; user.overlay.* names are user data) and mtime;
+// and renames each result over its target atomically. Files sharing an inode in the merged view
 // (State.Link) end up as hard links of one inode; an unchanged file they
 // link to keeps its other workspace names (links overlayfs split off on
 // copy-up), since those are not listed. Directory mtimes are set
@@ -833,10 +833,12 @@ func (a *applier) setMeta(fd int, p attest.Path, s *attest.State) error {
 	return nil
 }
 
-// applyOverlayPrivate reports whether an attribute name is in a namespace
-// overlayfs keeps for itself, which the merged view never shows.
+// applyOverlayPrivate reports whether an attribute name is in the
+// namespace a privileged overlay keeps for itself (trusted.overlay.*),
+// which the merged view never shows. user.overlay.* names are user data
+// there, set and removed exactly like any other.
 func applyOverlayPrivate(name string) bool {
-	return strings.HasPrefix(name, "trusted.overlay.") || strings.HasPrefix(name, "user.overlay.")
+	return strings.HasPrefix(name, "trusted.overlay.")
 }
 
 // setXattrs makes the extended attributes of the file open at fd exactly

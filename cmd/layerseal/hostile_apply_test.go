@@ -380,3 +380,47 @@ func TestHostileTimeOutOfRange(t *testing.T) {
 		t.Error("f was applied")
 	}
 }
+
+// TestHostileOverlayNamedXattrs: user.overlay.* attributes are user data
+// to a privileged overlay: set on one run (one on a file that is then
+// hard-linked), removed and linked again on the next, each applied
+// exactly; verify --workspace agrees after both runs, and the unlisted
+// names keep their attributes and links.
+func TestHostileOverlayNamedXattrs(t *testing.T) {
+	privtest.Require(t)
+	e := newEnv(t)
+	write(t, e.ws, map[string]string{"a": "a\n", "b": "b\n"})
+	for i, script := range []string{
+		`setfattr -n user.overlay.foo -v 1 a; setfattr -n user.overlay.redirect -v /x b; ln b b2`,
+		`setfattr -x user.overlay.foo a; ln b b3`,
+	} {
+		out := filepath.Join(e.dir, fmt.Sprintf("run%d", i))
+		code, log := e.run(out, script)
+		if code != 0 {
+			t.Fatalf("run %d: exit %d\n%s", i, code, log)
+		}
+		st := filepath.Join(out, "statement.json")
+		if code, so, se := e.cli("verify", "--key", e.pub, "--workspace", e.ws, st); code != 0 {
+			t.Errorf("run %d: verify --workspace: exit %d\n%s%s", i, code, so, se)
+		}
+	}
+	get := func(p, name string) string {
+		buf := make([]byte, 64)
+		n, err := unix.Lgetxattr(filepath.Join(e.ws, p), name, buf)
+		if err != nil {
+			return "<" + err.Error() + ">"
+		}
+		return string(buf[:n])
+	}
+	if v := get("a", "user.overlay.foo"); !strings.HasPrefix(v, "<") {
+		t.Errorf("a keeps user.overlay.foo=%q, removed by the second run", v)
+	}
+	for _, p := range []string{"b", "b2", "b3"} {
+		if v := get(p, "user.overlay.redirect"); v != "/x" {
+			t.Errorf("%s: user.overlay.redirect=%q, want \"/x\"", p, v)
+		}
+	}
+	if !sameInode(t, e.ws, "b", "b2", "b3") {
+		t.Error("b, b2 and b3 are not one inode")
+	}
+}
