@@ -327,7 +327,14 @@ func (s *staged) entries(ws *os.File) ([]attest.Entry, error) {
 		return nil, fmt.Errorf("read the excluded subtrees: %w", err)
 	}
 	out := append([]attest.Entry(nil), applied...)
+	listed := make(map[attest.Path]bool, len(applied))
+	for _, e := range applied {
+		listed[e.Path] = true
+	}
 	for _, e := range full.Entries {
+		if listed[e.Path] {
+			continue // itemized in the statement (and swept) already
+		}
 		for _, x := range s.st.Excluded {
 			if under(e.Path, x.Path) {
 				out = append(out, e)

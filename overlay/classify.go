@@ -34,6 +34,9 @@ type reader struct {
 	// fresh: the subtree being walked changed its context since the
 	// previous read (ReadChanged), so none of it is taken from there.
 	fresh bool
+	// itemizing: an entry of an excluded subtree is being classified
+	// (see summarize).
+	itemizing bool
 
 	links map[[2]uint64]*linkGroup // upper regular files with nlink > 1
 	// sums holds the digests of files with several names, so each inode
@@ -198,16 +201,15 @@ func (r *reader) list(p attest.Path, layer string, d node) ([]string, bool) {
 // child classifies the upper entry name of u at p against the lower
 // entry of the same name in l (absent when l is nil).
 func (r *reader) child(p attest.Path, name string, u, l node) error {
-	if r.reusable(p) {
+	if !r.itemizing && r.reusable(p) {
 		r.take(p)
 		return nil
 	}
 	if !r.pathOK(p) {
 		return nil
 	}
-	if r.opt.Exclude != nil && r.opt.Exclude(p) {
-		r.summarize(p, name, u)
-		return nil
+	if r.opt.Exclude != nil && !r.itemizing && r.opt.Exclude(p) {
+		return r.summarize(p, name, u, l)
 	}
 	if !r.count(p, &r.stats.UpperEntries) {
 		return nil

@@ -424,3 +424,47 @@ func TestHostileOverlayNamedXattrs(t *testing.T) {
 		t.Error("b, b2 and b3 are not one inode")
 	}
 }
+
+// TestHostileExcludedDangerous: inside an excluded subtree, a setuid
+// copy of a shell, a setuid bit added to a lower file, a 0666 block
+// device, a hard link to a protected file and symlinks leaving the
+// subtree are itemized, not just counted (the link is a violation and is
+// reverted); the rest is counted.
+func TestHostileExcludedDangerous(t *testing.T) {
+	privtest.Require(t)
+	e := newEnv(t)
+	write(t, e.ws, map[string]string{"layerseal.yaml": "exclude: [node_modules]\nprotected: [.env]\n", ".env": "SECRET\n",
+		"node_modules/pkg/tool": "t\n", "src/a": "a\n"})
+	out := filepath.Join(e.dir, "run")
+	code, log := e.run(out, `cd node_modules/pkg; cp /bin/sh sh; chmod 4755 sh; chmod 2755 tool; mknod blk b 8 0; chmod 666 blk
+ln ../../.env env; ln -s /etc/shadow shadow; ln -s ../../src up; ln -s ./sh in; echo x > plain`)
+	if code != 0 {
+		t.Fatalf("run: exit %d\n%s", code, log)
+	}
+	st := (&applyCase{e: e, out: out, log: log}).statement(t)
+	got := map[string]attest.Change{}
+	for _, en := range st.Entries {
+		got[string(en.Path)] = en.Change
+	}
+	want := map[string]attest.Change{"node_modules/pkg/sh": attest.Added, "node_modules/pkg/tool": attest.Metadata,
+		"node_modules/pkg/blk": attest.Added, "node_modules/pkg/env": attest.Added, "node_modules/pkg/shadow": attest.Added,
+		"node_modules/pkg/up": attest.Added}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("entries %v, want %v", got, want)
+	}
+	if len(st.Excluded) != 1 || st.Excluded[0].Entries != 4 { // node_modules, pkg, in, plain
+		t.Errorf("excluded %+v, want node_modules with 4 entries", st.Excluded)
+	}
+	if len(st.Violations) != 1 || st.Violations[0].Path != "node_modules/pkg/env" || st.Violations[0].Action != attest.Reverted {
+		t.Errorf("violations %+v", st.Violations)
+	}
+	if _, err := os.Lstat(filepath.Join(e.ws, "node_modules/pkg/env")); err == nil {
+		t.Error("the link to .env was applied")
+	}
+	if readString(t, filepath.Join(e.ws, "node_modules/pkg/plain")) != "x\n" {
+		t.Error("the excluded subtree was not applied")
+	}
+	if code, so, se := e.cli("verify", "--key", e.pub, "--workspace", e.ws, filepath.Join(out, "statement.json")); code != 0 {
+		t.Errorf("verify --workspace: exit %d\n%s%s", code, so, se)
+	}
+}
