@@ -3,6 +3,7 @@ package layerseal
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/layerseal/layerseal/attest"
@@ -32,6 +33,8 @@ func sweep(upper, work, lower string, lowerDir *os.File, p attest.Policy, noMoun
 		return err
 	}
 	vs = append(vs, aliases...)
+	slices.SortStableFunc(vs, func(a, b attest.Violation) int { return strings.Compare(string(a.Path), string(b.Path)) })
+	vs = slices.CompactFunc(vs, func(a, b attest.Violation) bool { return a.Path == b.Path })
 	if len(vs) == 0 {
 		return nil
 	}
