@@ -45,6 +45,7 @@ type checkpointer struct {
 	upper     string
 	work      string
 	lower     string
+	lowerDir  *os.File // the workspace opened at launch; nil: lower's path
 	policy    attest.Policy
 	noMountID bool
 	// mappedUnseen: the upper layer's filesystem does not stamp writes
@@ -153,6 +154,7 @@ func (c *checkpointer) walk(idx *probe.Index, prev *changeList) (*overlay.Change
 		return nil, digestCache{}, err
 	}
 	opt.Settle = idx.Window
+	opt.LowerDir = c.lowerDir
 	known := opt.KnownDigest
 	opt.KnownDigest = func(p attest.Path, st linux.Stat) []byte {
 		seen = append(seen, seenStat{p, probe.StatOf(st)})
