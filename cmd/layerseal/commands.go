@@ -69,6 +69,10 @@ func runCommand() *cli.Command {
 		Action: func(_ context.Context, cmd *cli.Command) error {
 			cfg, err := runConfig(cmd)
 			if err != nil {
+				var ee *exitError
+				if errors.As(err, &ee) && ee.code == exitSetup && ee.err != nil {
+					return runStatus(cmd, exitSetup, "layerseal", "layerseal failed before the agent started; nothing changed", ee.err, nil)
+				}
 				return err
 			}
 			res, err := layerseal.Run(cfg)
