@@ -21,12 +21,20 @@ func (s *session) settle(env []byte, st *attest.Statement) (bool, error) {
 		s.log("the sweep could not revert %v: the change set is staged, not applied", b)
 		return false, nil
 	}
+	if lowerMoved(st.Incomplete) {
+		s.log("the workspace path %q no longer leads to the directory the session started on: nothing is applied; the change set is kept in %s (`layerseal diff %s` shows it, `layerseal discard %s` drops it)", s.ws, s.dir, s.out, s.out)
+		return false, nil
+	}
+	if unexamined(st.Incomplete) {
+		s.log("parts of the upper layer were not examined (see the incomplete reasons): nothing is applied automatically; `layerseal apply %s` applies what was examined and keeps the rest in %s", s.out, s.dir.upper())
+		return false, nil
+	}
 	launch, err := attest.VerifyLaunch(s.launch, s.cfg.Key.Public())
 	if err != nil {
 		return false, fmt.Errorf("launch record: %w", err)
 	}
 	rec := sessionRecord{ID: st.SessionID, Workspace: s.ws, Out: s.out, PublicKey: s.cfg.Key.Public()}
-	sg := &staged{dir: s.dir, rec: rec, env: env, st: st, launch: launch}
+	sg := &staged{dir: s.dir, rec: rec, env: env, st: st, launch: launch, ws: s.wsDir}
 	if err := sg.apply(s.out, ApplyOptions{}); err != nil {
 		return false, err
 	}

@@ -45,6 +45,7 @@ type checkpointer struct {
 	upper     string
 	work      string
 	lower     string
+	lowerDir  *os.File // the workspace opened at launch; nil: lower's path
 	policy    attest.Policy
 	noMountID bool
 	// mappedUnseen: the upper layer's filesystem does not stamp writes
@@ -153,6 +154,7 @@ func (c *checkpointer) walk(idx *probe.Index, prev *changeList) (*overlay.Change
 		return nil, digestCache{}, err
 	}
 	opt.Settle = idx.Window
+	opt.LowerDir = c.lowerDir
 	known := opt.KnownDigest
 	opt.KnownDigest = func(p attest.Path, st linux.Stat) []byte {
 		seen = append(seen, seenStat{p, probe.StatOf(st)})
@@ -187,7 +189,7 @@ func (c *checkpointer) changedSince(idx *probe.Index) ([]string, bool) {
 	var again []string // what the last walk could not read
 	for _, r := range c.lastWhy {
 		switch r.Code {
-		case attest.TimeBudget, attest.EntryBudget:
+		case attest.TimeBudget, attest.EntryBudget, attest.PathLimit:
 			return nil, false
 		case attest.Unstable, attest.Vanished, attest.Unreadable:
 			if r.Path == "" {
@@ -280,7 +282,7 @@ func syncFS(dir string) {
 func rereadNeeded(rs []attest.Reason) bool {
 	for _, r := range rs {
 		switch r.Code {
-		case attest.Unstable, attest.Vanished, attest.Unreadable, attest.TimeBudget, attest.EntryBudget:
+		case attest.Unstable, attest.Vanished, attest.Unreadable, attest.TimeBudget, attest.EntryBudget, attest.PathLimit:
 			return true
 		}
 	}

@@ -53,7 +53,7 @@ func (s *session) startCheckpoints(id string) (*checkpoints, error) {
 		return nil, err
 	}
 	cp := &checkpointer{
-		upper: s.dir.upper(), work: s.dir.work(), lower: s.ws, policy: s.cfg.Policy,
+		upper: s.dir.upper(), work: s.dir.work(), lower: s.ws, lowerDir: s.wsDir, policy: s.cfg.Policy,
 		noMountID: !s.features.StatxMountID.OK(), key: s.cfg.Key, dir: dir,
 		changes: filepath.Join(string(s.dir), checkpointChangesFile),
 	}

@@ -60,7 +60,12 @@ func Recover(out, stateDir string, key *attest.Signer) (*attest.Statement, error
 		return nil, err
 	}
 	noMountID := !features.StatxMountID.OK()
-	st, err := Attest(dir.upper(), dir.work(), rec.Workspace, launch.Policy, noMountID)
+	ws, err := openWorkspace(rec.Workspace, launch.Lower)
+	if err != nil {
+		return nil, fmt.Errorf("%w: its change set cannot be classified against it; it is kept in %s (`layerseal discard %s` drops it)", err, dir, out)
+	}
+	defer ws.Close()
+	st, err := attestUpper(dir.upper(), dir.work(), rec.Workspace, ws, launch.Policy, noMountID, nil)
 	if err != nil {
 		return nil, fmt.Errorf("attest the change set: %w; it is kept in %s", err, dir)
 	}
@@ -71,10 +76,10 @@ func Recover(out, stateDir string, key *attest.Signer) (*attest.Statement, error
 	st.Exit = attest.Exit{Code: 128 + 9, Signal: "SIGKILL"}
 	st.Incomplete = sortReasons(append(st.Incomplete, attest.Reason{Code: attest.UnobservedEnd,
 		Detail: "the supervisor did not observe the end of the run: it was gone before the agent ended, whose exit status is unknown; this statement was made by `layerseal recover`"}))
-	if err := sweep(dir.upper(), dir.work(), rec.Workspace, launch.Policy, noMountID, st); err != nil {
+	if err := sweep(dir.upper(), dir.work(), rec.Workspace, ws, launch.Policy, noMountID, st); err != nil {
 		return nil, fmt.Errorf("sweep protected paths: %w; the change set is kept in %s", err, dir)
 	}
-	b, err := attest.SignStatement(key, st)
+	b, err := signBounded(key, st, attest.MaxStatementSize)
 	if err != nil {
 		return nil, fmt.Errorf("sign statement: %w", err)
 	}

@@ -29,7 +29,13 @@ var DefaultPolicy = attest.Policy{
 	DigestCap:     overlay.DefaultDigestCap,
 	MaxEntries:    overlay.DefaultMaxEntries,
 	MaxDirEntries: overlay.DefaultMaxDirEntries,
+	TimeBudget:    DefaultTimeBudget,
 }
+
+// DefaultTimeBudget bounds the final walk of a session that sets no time
+// budget: past it the walk stops with a time-budget reason (the rest is
+// kept in the state dir, not applied).
+const DefaultTimeBudget = 30 * time.Minute
 
 // RunConfig describes one session.
 type RunConfig struct {
@@ -102,6 +108,7 @@ func Run(cfg RunConfig) (*RunResult, error) {
 	if err != nil {
 		return nil, &SetupError{err}
 	}
+	defer s.wsDir.Close()
 	return s.run()
 }
 
@@ -113,6 +120,9 @@ type session struct {
 	dir      sessionDir
 	features probe.Features
 	lower    linux.Stat
+	// wsDir is the workspace root opened (and identified as lower) before
+	// launch: the final read, the sweep and the apply work beneath it.
+	wsDir    *os.File
 	submount []attest.Reason
 	launch   []byte
 	sandbox  attest.Sandbox // in force, as the launch record says
@@ -174,10 +184,17 @@ func prepare(cfg RunConfig) (*session, error) {
 	if !s.features.Overlay.OK() {
 		return nil, fmt.Errorf("this kernel cannot mount an overlay filesystem (%s)", s.features.Overlay.Detail)
 	}
-	if s.lower, err = linux.Lstat(unix.AT_FDCWD, s.ws); err != nil {
+	fd, err := linux.Openat(unix.AT_FDCWD, s.ws, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW)
+	if err != nil {
+		return nil, fmt.Errorf("workspace %q: %w", s.ws, unwrapPath(err))
+	}
+	s.wsDir = os.NewFile(uintptr(fd), s.ws)
+	if s.lower, err = linux.Lstat(fd, ""); err != nil {
+		s.wsDir.Close()
 		return nil, fmt.Errorf("workspace %q: %w", s.ws, err)
 	}
 	if s.submount, err = submounts(s.ws); err != nil {
+		s.wsDir.Close()
 		return nil, err
 	}
 	s.cfg = cfg
@@ -194,6 +211,9 @@ func fillPolicy(p attest.Policy) attest.Policy {
 	}
 	if p.MaxDirEntries == 0 {
 		p.MaxDirEntries = DefaultPolicy.MaxDirEntries
+	}
+	if p.TimeBudget == 0 {
+		p.TimeBudget = DefaultPolicy.TimeBudget
 	}
 	return p
 }
@@ -429,7 +449,7 @@ func (s *session) finish(id string, res nsrun.Result, lostEnd bool) (*RunResult,
 			Detail: "the workspace directory is not the one the session started on"})
 	}
 	known, head := s.cp.final()
-	st, err := attestUpper(s.dir.upper(), s.dir.work(), s.ws, s.cfg.Policy, !s.features.StatxMountID.OK(), known)
+	st, err := attestUpper(s.dir.upper(), s.dir.work(), s.ws, s.wsDir, s.cfg.Policy, !s.features.StatxMountID.OK(), known)
 	if err != nil {
 		return out, fmt.Errorf("attest the change set: %w; the change set is kept in %s", err, s.dir)
 	}
@@ -440,10 +460,10 @@ func (s *session) finish(id string, res nsrun.Result, lostEnd bool) (*RunResult,
 	st.Launch = sha(s.launch)
 	st.Exit = out.Exit
 	st.Incomplete = sortReasons(append(reasons, st.Incomplete...))
-	if err := sweep(s.dir.upper(), s.dir.work(), s.ws, s.cfg.Policy, !s.features.StatxMountID.OK(), st); err != nil {
+	if err := sweep(s.dir.upper(), s.dir.work(), s.ws, s.wsDir, s.cfg.Policy, !s.features.StatxMountID.OK(), st); err != nil {
 		return out, fmt.Errorf("sweep protected paths: %w; the change set is kept in %s", err, s.dir)
 	}
-	b, err := attest.SignStatement(s.cfg.Key, st)
+	b, err := signBounded(s.cfg.Key, st, attest.MaxStatementSize)
 	if err != nil {
 		return out, fmt.Errorf("sign statement: %w; the change set is kept in %s", err, s.dir)
 	}
@@ -459,13 +479,14 @@ func (s *session) finish(id string, res nsrun.Result, lostEnd bool) (*RunResult,
 	if out.Applied, err = s.settle(b, st); err != nil || !out.Applied {
 		return out, err
 	}
-	if unexamined(st.Incomplete) {
-		s.log("parts of the upper layer were not examined, so not attested or applied; it is kept in %s", s.dir.upper())
-		return out, nil
-	}
 	out.Kept = ""
 	return out, nil
 }
+
+// Unexamined reports whether parts of the upper layer of st's session
+// were not examined: such a change set is never applied automatically,
+// and Apply applies only what was examined, keeping the upper layer.
+func Unexamined(st *attest.Statement) bool { return unexamined(st.Incomplete) }
 
 // unexamined reports whether any reason means part of the upper layer was
 // not read, so applying the statement did not carry all of it over.
@@ -473,7 +494,7 @@ func unexamined(rs []attest.Reason) bool {
 	for _, r := range rs {
 		switch r.Code {
 		case attest.Unreadable, attest.Vanished, attest.EntryBudget, attest.TimeBudget,
-			attest.DirEntryLimit, attest.RootMissing, attest.OtherMount:
+			attest.DirEntryLimit, attest.RootMissing, attest.OtherMount, attest.PathLimit:
 			return true
 		}
 	}
@@ -485,12 +506,13 @@ func unexamined(rs []attest.Reason) bool {
 // Merkle root and the reader's incomplete reasons. The caller fills in the
 // session, launch binding and exit, and adds its own reasons.
 func Attest(upper, work, lower string, p attest.Policy, noMountID bool) (*attest.Statement, error) {
-	return attestUpper(upper, work, lower, p, noMountID, nil)
+	return attestUpper(upper, work, lower, nil, p, noMountID, nil)
 }
 
-// attestUpper is Attest taking known digests of upper files (see
-// overlay.ReadOptions.KnownDigest) where known is not nil.
-func attestUpper(upper, work, lower string, p attest.Policy, noMountID bool, known func(attest.Path, linux.Stat) []byte) (*attest.Statement, error) {
+// attestUpper is Attest reading the lower layer beneath lowerDir when it
+// is not nil (lower then only names it) and taking known digests of upper
+// files (see overlay.ReadOptions.KnownDigest) where known is not nil.
+func attestUpper(upper, work, lower string, lowerDir *os.File, p attest.Policy, noMountID bool, known func(attest.Path, linux.Stat) []byte) (*attest.Statement, error) {
 	rules, err := rulesOf(p)
 	if err != nil {
 		return nil, err
@@ -503,6 +525,7 @@ func attestUpper(upper, work, lower string, p attest.Policy, noMountID bool, kno
 		NoMountID:     noMountID,
 		WorkDir:       work,
 		KnownDigest:   known,
+		LowerDir:      lowerDir,
 	}
 	if p.TimeBudget > 0 {
 		opt.Deadline = time.Now().Add(p.TimeBudget)

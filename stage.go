@@ -64,6 +64,9 @@ type ApplyOptions struct {
 	// Progress, when set, is called before each step that changes the
 	// workspace or the session's journal (see overlay.ApplyOptions).
 	Progress func(op string, p attest.Path)
+	// Left, when set, is told each entry an apply of a change set not
+	// examined in full leaves as it is, and why (see overlay.ApplyOptions).
+	Left func(p attest.Path, why string)
 }
 
 // Journal states, kept in the session's state dir (journalFile).
@@ -165,6 +168,10 @@ type staged struct {
 	st     *attest.Statement
 	launch *attest.LaunchRecord
 	j      *journal
+	// ws is the workspace root opened and identified before launch, when
+	// the session that ran the agent applies; nil for a later apply,
+	// which opens it and checks its identity against the launch record.
+	ws *os.File
 }
 
 func openStaged(out, stateDir string) (*staged, error) {
@@ -241,6 +248,17 @@ func (s *staged) apply(out string, opt ApplyOptions) error {
 	if progress == nil {
 		progress = func(string, attest.Path) {}
 	}
+	if lowerMoved(s.st.Incomplete) {
+		return fmt.Errorf("%w (the statement says so); nothing was applied; the change set is kept in %s: `layerseal discard %s` drops it", ErrWorkspaceMoved, s.dir, out)
+	}
+	ws := s.ws
+	if ws == nil {
+		var err error
+		if ws, err = openWorkspace(s.rec.Workspace, s.launch.Lower); err != nil {
+			return fmt.Errorf("%w; nothing was applied; the change set is kept in %s: `layerseal discard %s` drops it", err, s.dir, out)
+		}
+		defer ws.Close()
+	}
 	// The entry set is fixed when the apply starts: re-reading the
 	// excluded subtrees against a half-applied workspace would give
 	// another one.
@@ -249,14 +267,14 @@ func (s *staged) apply(out string, opt ApplyOptions) error {
 	if s.j != nil && s.j.State == journalApplying {
 		entries, err = s.dir.readPlan()
 	} else {
-		entries, err = s.entries()
+		entries, err = s.entries(ws)
 	}
 	if err != nil {
 		return err
 	}
 	if !opt.Force {
 		resuming := s.j != nil && s.j.State == journalApplying
-		if changed := workspaceChanged(s.rec.Workspace, entries, resuming); len(changed) > 0 {
+		if changed := workspaceChanged(ws, entries, resuming); len(changed) > 0 {
 			return &WorkspaceChangedError{Paths: changed}
 		}
 	}
@@ -269,7 +287,7 @@ func (s *staged) apply(out string, opt ApplyOptions) error {
 			return fmt.Errorf("%w; nothing was applied; the change set is kept in %s: free space there, then run `layerseal apply %s`", err, s.dir, out)
 		}
 	}
-	err = overlay.Apply(s.dir.upper(), s.rec.Workspace, entries, overlay.ApplyOptions{Progress: progress})
+	err = overlay.Apply(s.dir.upper(), s.rec.Workspace, entries, overlay.ApplyOptions{Progress: progress, Workspace: ws, Partial: unexamined(s.st.Incomplete), Left: opt.Left})
 	if err != nil {
 		hint := ""
 		if errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EDQUOT) {
@@ -290,13 +308,13 @@ func (s *staged) apply(out string, opt ApplyOptions) error {
 // entries merges the statement's applied entries with the entries of its
 // excluded subtrees, read again from the upper layer (the statement
 // commits to their counts, which must still hold).
-func (s *staged) entries() ([]attest.Entry, error) {
+func (s *staged) entries(ws *os.File) ([]attest.Entry, error) {
 	applied := s.st.AppliedEntries()
 	if len(s.st.Excluded) == 0 {
 		return applied, nil
 	}
 	p := s.launch.Policy
-	again, err := Attest(s.dir.upper(), s.dir.work(), s.rec.Workspace, p, false)
+	again, err := attestUpper(s.dir.upper(), s.dir.work(), s.rec.Workspace, ws, p, false, nil)
 	if err != nil {
 		return nil, fmt.Errorf("read the excluded subtrees: %w", err)
 	}
@@ -304,12 +322,19 @@ func (s *staged) entries() ([]attest.Entry, error) {
 		return nil, fmt.Errorf("%w: the excluded subtrees no longer hold the entries the statement counted", overlay.ErrNotAttested)
 	}
 	p.Exclude = nil
-	full, err := Attest(s.dir.upper(), s.dir.work(), s.rec.Workspace, p, false)
+	full, err := attestUpper(s.dir.upper(), s.dir.work(), s.rec.Workspace, ws, p, false, nil)
 	if err != nil {
 		return nil, fmt.Errorf("read the excluded subtrees: %w", err)
 	}
 	out := append([]attest.Entry(nil), applied...)
+	listed := make(map[attest.Path]bool, len(applied))
+	for _, e := range applied {
+		listed[e.Path] = true
+	}
 	for _, e := range full.Entries {
+		if listed[e.Path] {
+			continue // itemized in the statement (and swept) already
+		}
 		for _, x := range s.st.Excluded {
 			if under(e.Path, x.Path) {
 				out = append(out, e)
@@ -329,8 +354,8 @@ func (s *staged) entries() ([]attest.Entry, error) {
 // by type only when resuming, as an interrupted apply leaves directories
 // it made without their final metadata (and paths it removed before
 // making them again absent).
-func workspaceChanged(ws string, entries []attest.Entry, resuming bool) []attest.Path {
-	root, err := linux.Openat(unix.AT_FDCWD, ws, unix.O_PATH|unix.O_DIRECTORY)
+func workspaceChanged(ws *os.File, entries []attest.Entry, resuming bool) []attest.Path {
+	root, err := linux.OpenBeneath(int(ws.Fd()), ".", unix.O_PATH|unix.O_DIRECTORY)
 	if err != nil {
 		return []attest.Path{attest.Root}
 	}

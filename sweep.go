@@ -2,10 +2,13 @@ package layerseal
 
 import (
 	"fmt"
+	"os"
+	"slices"
 	"strings"
 
 	"github.com/layerseal/layerseal/attest"
 	"github.com/layerseal/layerseal/overlay"
+	"github.com/layerseal/layerseal/policy"
 )
 
 // sweep finds every observed change on a protected path that no allow
@@ -14,7 +17,7 @@ import (
 // Applied, the change set that is left. A violation is "reverted" only
 // when the path is absent from the re-read change set, "blocked"
 // otherwise. The upper layer must not be mounted.
-func sweep(upper, work, lower string, p attest.Policy, noMountID bool, st *attest.Statement) error {
+func sweep(upper, work, lower string, lowerDir *os.File, p attest.Policy, noMountID bool, st *attest.Statement) error {
 	rules, err := rulesOf(p)
 	if err != nil {
 		return err
@@ -25,6 +28,13 @@ func sweep(upper, work, lower string, p attest.Policy, noMountID bool, st *attes
 			vs = append(vs, attest.Violation{Path: e.Path, Rule: rule})
 		}
 	}
+	aliases, err := aliasViolations(upper, lower, lowerDir, rules, st.Entries)
+	if err != nil {
+		return err
+	}
+	vs = append(vs, aliases...)
+	slices.SortStableFunc(vs, func(a, b attest.Violation) int { return strings.Compare(string(a.Path), string(b.Path)) })
+	vs = slices.CompactFunc(vs, func(a, b attest.Violation) bool { return a.Path == b.Path })
 	if len(vs) == 0 {
 		return nil
 	}
@@ -32,11 +42,11 @@ func sweep(upper, work, lower string, p attest.Policy, noMountID bool, st *attes
 	for _, v := range vs {
 		// A path inside one already reverted with its subtree is
 		// reverted again, which changes nothing or finishes the job.
-		if err := overlay.Revert(upper, lower, v.Path, overlay.RevertOptions{}); err != nil {
+		if err := overlay.Revert(upper, lower, v.Path, overlay.RevertOptions{LowerDir: lowerDir}); err != nil {
 			failed[v.Path] = err
 		}
 	}
-	after, err := Attest(upper, work, lower, p, noMountID)
+	after, err := attestUpper(upper, work, lower, lowerDir, p, noMountID, nil)
 	if err != nil {
 		return fmt.Errorf("read the swept upper layer: %w", err)
 	}
@@ -56,6 +66,52 @@ func sweep(upper, work, lower string, p attest.Policy, noMountID bool, st *attes
 		st.Applied = []attest.Entry{}
 	}
 	return nil
+}
+
+// aliasViolations finds the listed names that become hard links to an
+// inode that also has a protected name (in the upper layer, or through
+// the lower links of an unchanged file they link to): through such a
+// name the agent, or anyone later, changes the protected file. Each is
+// a violation of the protected name's rule.
+func aliasViolations(upper, lower string, lowerDir *os.File, rules *policy.Rules, entries []attest.Entry) ([]attest.Violation, error) {
+	listed := map[attest.Path]bool{}
+	members := map[attest.Path][]attest.Path{} // anchor → listed names linked to it
+	var anchors []attest.Path
+	for _, e := range entries {
+		listed[e.Path] = true
+		if e.New == nil || e.New.Link == "" {
+			continue
+		}
+		if _, ok := members[e.New.Link]; !ok {
+			anchors = append(anchors, e.New.Link)
+		}
+		members[e.New.Link] = append(members[e.New.Link], e.Path)
+	}
+	if len(anchors) == 0 {
+		return nil, nil
+	}
+	names, err := overlay.Aliases(upper, lower, lowerDir, anchors, func(p attest.Path) bool { return !listed[p] })
+	if err != nil {
+		return nil, fmt.Errorf("find the names of hard-linked files: %w", err)
+	}
+	var out []attest.Violation
+	for _, a := range anchors {
+		rule := ""
+		for _, n := range names[a] {
+			if rule = rules.Violation(n); rule != "" {
+				break
+			}
+		}
+		if rule == "" {
+			continue
+		}
+		for _, m := range members[a] {
+			if rules.Violation(m) == "" {
+				out = append(out, attest.Violation{Path: m, Rule: rule})
+			}
+		}
+	}
+	return out, nil
 }
 
 // blocked lists the violations the sweep could not revert.

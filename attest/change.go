@@ -99,6 +99,7 @@ const (
 	// SandboxWeakened: a restriction of the sandbox could not be put in
 	// place on this kernel or host (see Sandbox.Missing).
 	SandboxWeakened Code = "sandbox"
+	PathLimit       Code = "path-limit" // a path over the length limit (its subtree) or past the total path bytes budget (the rest) was not examined
 )
 
 // Reason is one place a statement could not look.

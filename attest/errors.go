@@ -16,6 +16,11 @@ var ErrNotVerified = errors.New("not verified")
 // message names what is malformed.
 var ErrMalformed = errors.New("malformed")
 
+// ErrTooLarge is wrapped by SignStatement's error when the signed
+// statement would be larger than MaxStatementSize, which no verifier
+// reads: the signer must list less (and say so in a reason) instead.
+var ErrTooLarge = errors.New("statement larger than a verifier reads")
+
 // malformed returns an error wrapping ErrMalformed.
 func malformed(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrMalformed, fmt.Sprintf(format, args...))

@@ -39,7 +39,8 @@ func SignLaunch(s *Signer, l *LaunchRecord) ([]byte, error) {
 // from st.Entries, st.AppliedRoot and st.AppliedCount from
 // st.AppliedEntries() and st.Complete from st.Incomplete, checks st, and returns
 // the envelope file bytes of the signed statement (canonical JSON and a
-// newline). It costs what MerkleRoot does, plus encoding.
+// newline). It fails with ErrTooLarge rather than sign a statement no
+// verifier reads. It costs what MerkleRoot does, plus encoding.
 func SignStatement(s *Signer, st *Statement) ([]byte, error) {
 	if s == nil {
 		return nil, errors.New("sign statement: no signer")
@@ -69,7 +70,11 @@ func SignStatement(s *Signer, st *Statement) ([]byte, error) {
 	if _, err := parseStatementPayload(roomy[payloadRoom:]); err != nil {
 		return nil, fmt.Errorf("sign statement: %w", err)
 	}
-	return sealInPlace(s, roomy)
+	env, err := sealInPlace(s, roomy)
+	if err == nil && len(env) > MaxStatementSize {
+		return nil, fmt.Errorf("sign statement: %w: %d bytes, at most %d are read", ErrTooLarge, len(env), MaxStatementSize)
+	}
+	return env, err
 }
 
 // payloadHint is a first guess at the size of a payload listing entries

@@ -48,6 +48,21 @@ type ApplyOptions struct {
 	// "utimens", ...) and the path it serves.
 	Progress func(op string, p attest.Path)
 
+	// Workspace, if set, is the workspace root as the caller opened and
+	// identified it: Apply works beneath it and never resolves the
+	// workspace path, which then only names it.
+	Workspace *os.File
+
+	// Partial says that parts of the upper layer were not examined (the
+	// statement is incomplete for them): Apply then never reaches past
+	// the entries, in particular not to unlisted upper names of a listed
+	// file's inode, and a deleted directory that still holds unlisted
+	// entries is left, with the new file of its type change (see Left).
+	Partial bool
+	// Left, when set, is called for each entry Partial made Apply leave
+	// as it is, with the reason.
+	Left func(p attest.Path, why string)
+
 	// crashAt, in tests, is asked before each change; when it returns
 	// true Apply stops at once as if the process had died there, leaving
 	// temporary files in place.
@@ -72,10 +87,12 @@ var errApplyCrash = errors.New("simulated crash")
 // layer into a temporary file beside its target, refusing it with
 // ErrNotAttested unless its size and SHA-256 match the entry; recreates
 // symlinks, FIFOs, sockets and devices; sets owner, mode, the exact set of
-// extended attributes (overlay-private trusted.overlay.* and user.overlay.*
-// names already present are left alone) and mtime; and renames each result
-// over its target atomically. Files sharing an inode in the merged view
-// (State.Link) end up as hard links of one inode. Directory mtimes are set
+// extended attributes (overlay-private trusted.overlay.* names already
+// present are left alone; user.overlay.* names are user data) and mtime;
+// and renames each result over its target atomically. Files sharing an inode in the merged view
+// (State.Link) end up as hard links of one inode; an unchanged file they
+// link to keeps its other workspace names (links overlayfs split off on
+// copy-up), since those are not listed. Directory mtimes are set
 // last, deepest first; directories Apply only had to write into get back
 // the mtime the upper layer records for them.
 //
@@ -89,7 +106,12 @@ func Apply(upper, workspace string, entries []attest.Entry, opt ApplyOptions) er
 	a := &applier{opt: opt, root: -1, upper: -1}
 	defer a.close()
 	var err error
-	if a.root, err = linux.Openat(unix.AT_FDCWD, workspace, unix.O_PATH|unix.O_DIRECTORY); err != nil {
+	if opt.Workspace != nil {
+		a.root, err = linux.OpenBeneath(int(opt.Workspace.Fd()), ".", unix.O_PATH|unix.O_DIRECTORY)
+	} else {
+		a.root, err = linux.Openat(unix.AT_FDCWD, workspace, unix.O_PATH|unix.O_DIRECTORY)
+	}
+	if err != nil {
 		return &ApplyError{Path: attest.Root, Op: "open workspace", Err: err}
 	}
 	if a.upper, err = linux.Openat(unix.AT_FDCWD, upper, unix.O_PATH|unix.O_DIRECTORY); err != nil {
@@ -128,6 +150,7 @@ type applier struct {
 	restore   []attest.Path         // unchanged directories Apply writes into
 	restoreNS map[attest.Path]int64 // their mtimes before this run (fallback)
 	written   map[attest.Path]bool  // regular files written from the upper layer
+	left      map[attest.Path]bool  // entries left as they are (Partial)
 	steps     int
 }
 
@@ -221,6 +244,7 @@ func (a *applier) plan(in []attest.Entry) error {
 	sort.Slice(a.entries, func(i, j int) bool { return applyLess(a.entries[i].Path, a.entries[j].Path) })
 	a.index = make(map[attest.Path]int, len(a.entries))
 	a.written = map[attest.Path]bool{}
+	a.left = map[attest.Path]bool{}
 	tag := sha256.New()
 	for i := range a.entries {
 		e := &a.entries[i]
@@ -296,7 +320,6 @@ func (a *applier) plan(in []attest.Entry) error {
 		addParent(a.entries[i].Path)
 	}
 	for _, g := range a.groups {
-		addParent(g.anchor) // detach may write a copy of an unlisted anchor beside it
 		for _, m := range g.members {
 			addParent(m)
 		}
@@ -348,7 +371,10 @@ func (a *applier) planGroups() error {
 			return &ApplyError{Path: l, Op: "verify", Err: fmt.Errorf("%w: hard-link anchor has mode %#o in the upper layer", ErrNotAttested, st.Mode)}
 		}
 		members := byAnchor[l]
-		if int(st.Nlink) > len(members)+1 {
+		// Unlisted upper names of the inode are unchanged files the
+		// reader examined, unless parts of the upper layer were not
+		// examined: then they may be anything, and are left alone.
+		if int(st.Nlink) > len(members)+1 && !a.opt.Partial {
 			if inodes == nil {
 				inodes = map[[2]uint64][]attest.Path{}
 				if err := a.walkUpper(a.upper, attest.Root, inodes); err != nil {
@@ -534,71 +560,39 @@ func (a *applier) remove(e *attest.Entry) error {
 		return &ApplyError{Path: e.Path, Op: "stat", Err: err}
 	}
 	isDir := st.Mode&unix.S_IFMT == unix.S_IFDIR
-	if e.Change == attest.TypeChange {
-		if st.Mode&unix.S_IFMT == typeBits(e.New.Type) {
-			return nil // the new file is already there (an earlier run)
-		}
-		if isDir {
-			return a.removeTree(dirfd, base, e.Path)
-		}
+	if e.Change == attest.TypeChange && st.Mode&unix.S_IFMT == typeBits(e.New.Type) {
+		return nil // the new file is already there (an earlier run)
 	}
 	op, flags := "unlink", 0
 	if isDir {
+		// Only an empty directory is removed: everything it held is
+		// listed as deleted and removed before it, deepest first. One
+		// still holding entries holds what the statement does not list.
 		op, flags = "rmdir", unix.AT_REMOVEDIR
 	}
 	if err := a.step(op, e.Path); err != nil {
 		return err
 	}
-	if err := linux.Unlinkat(dirfd, base, flags); err != nil && !errors.Is(err, unix.ENOENT) {
+	err = linux.Unlinkat(dirfd, base, flags)
+	if isDir && (errors.Is(err, unix.ENOTEMPTY) || errors.Is(err, unix.EEXIST)) {
+		if !a.opt.Partial {
+			return &ApplyError{Path: e.Path, Op: op, Err: fmt.Errorf("%w: the directory holds entries the statement does not list as deleted", err)}
+		}
+		a.leave(e.Path, "the directory holds entries that were not examined")
+		return nil
+	}
+	if err != nil && !errors.Is(err, unix.ENOENT) {
 		return &ApplyError{Path: e.Path, Op: op, Err: err}
 	}
 	return nil
 }
 
-// removeTree removes the directory name in dirfd with all it holds,
-// never following a symlink or crossing a mount.
-func (a *applier) removeTree(dirfd int, name string, p attest.Path) error {
-	fd, err := linux.OpenBeneath(dirfd, name, unix.O_RDONLY|unix.O_DIRECTORY)
-	if err != nil {
-		return &ApplyError{Path: p, Op: "open", Err: err}
+// leave records that entry p is left as it is.
+func (a *applier) leave(p attest.Path, why string) {
+	a.left[p] = true
+	if a.opt.Left != nil {
+		a.opt.Left(p, why)
 	}
-	names, err := linux.ReadDirNames(fd)
-	if err != nil {
-		unix.Close(fd)
-		return &ApplyError{Path: p, Op: "read directory", Err: err}
-	}
-	for _, n := range names {
-		child := p + "/" + attest.Path(n)
-		st, err := linux.Lstat(fd, n)
-		if errors.Is(err, unix.ENOENT) {
-			continue
-		}
-		if err == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR {
-			err = a.removeTree(fd, n, child)
-		} else if err == nil {
-			if err = a.step("unlink", child); err == nil {
-				if err = linux.Unlinkat(fd, n, 0); err != nil && !errors.Is(err, unix.ENOENT) {
-					err = &ApplyError{Path: child, Op: "unlink", Err: err}
-				} else {
-					err = nil
-				}
-			}
-		} else {
-			err = &ApplyError{Path: child, Op: "stat", Err: err}
-		}
-		if err != nil {
-			unix.Close(fd)
-			return err
-		}
-	}
-	unix.Close(fd)
-	if err := a.step("rmdir", p); err != nil {
-		return err
-	}
-	if err := linux.Unlinkat(dirfd, name, unix.AT_REMOVEDIR); err != nil && !errors.Is(err, unix.ENOENT) {
-		return &ApplyError{Path: p, Op: "rmdir", Err: err}
-	}
-	return nil
 }
 
 // createAll creates or rewrites every entry with a new state except hard
@@ -607,7 +601,7 @@ func (a *applier) removeTree(dirfd int, name string, p attest.Path) error {
 func (a *applier) createAll() error {
 	for i := range a.entries {
 		e := &a.entries[i]
-		if e.New == nil || isLinker(e) {
+		if e.New == nil || isLinker(e) || a.left[e.Path] {
 			continue
 		}
 		if err := a.create(i, e); err != nil {
@@ -839,10 +833,12 @@ func (a *applier) setMeta(fd int, p attest.Path, s *attest.State) error {
 	return nil
 }
 
-// applyOverlayPrivate reports whether an attribute name is in a namespace
-// overlayfs keeps for itself, which the merged view never shows.
+// applyOverlayPrivate reports whether an attribute name is in the
+// namespace a privileged overlay keeps for itself (trusted.overlay.*),
+// which the merged view never shows. user.overlay.* names are user data
+// there, set and removed exactly like any other.
 func applyOverlayPrivate(name string) bool {
-	return strings.HasPrefix(name, "trusted.overlay.") || strings.HasPrefix(name, "user.overlay.")
+	return strings.HasPrefix(name, "trusted.overlay.")
 }
 
 // setXattrs makes the extended attributes of the file open at fd exactly
@@ -922,7 +918,9 @@ func (a *applier) finishDirs() error {
 // it had when this run started.
 func (a *applier) restoreMtime(fd int, p attest.Path) error {
 	mtime, ok := a.restoreNS[p]
-	if st, err := a.upperStat(p); err == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR {
+	// An unlisted directory was examined and found unchanged, unless
+	// parts of the upper layer were not examined: then it keeps its own.
+	if st, err := a.upperStat(p); err == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR && !a.opt.Partial {
 		mtime, ok = st.MtimeNS, true
 	}
 	if !ok {

@@ -25,6 +25,14 @@ func (a *applier) linkAll() error {
 }
 
 func (a *applier) linkGroup(g applyGroup) error {
+	if a.left[g.anchor] {
+		for _, m := range g.members {
+			if _, listed := a.index[m]; listed {
+				a.leave(m, "its hard-link anchor was left")
+			}
+		}
+		return nil
+	}
 	ldir, lbase, err := a.openParent(g.anchor)
 	if err != nil {
 		return &ApplyError{Path: g.anchor, Op: "open parent", Err: err}
@@ -34,29 +42,15 @@ func (a *applier) linkGroup(g applyGroup) error {
 	if err != nil {
 		return err
 	}
+	// An unchanged anchor keeps the workspace links overlayfs split off
+	// its copy-up: its other names are not listed, so they are not
+	// changed (the sweep made sure none of them is protected).
 	ai, anchorListed := a.index[g.anchor]
-	if !anchorListed {
-		// An unchanged anchor may have names in the workspace that the
-		// merged view does not share (the agent linked to a file that
-		// had other lower links; copy-up split those off): give it an
-		// inode of its own first.
-		shared := uint32(1)
-		for _, m := range g.members {
-			if st, err := a.stat(m); err == nil && st.Dev == lst.Dev && st.Ino == lst.Ino {
-				shared++
-			}
-		}
-		if lst.Nlink > shared {
-			if err := a.detach(ldir, lbase, g.anchor, lst); err != nil {
-				return err
-			}
-			if lst, err = a.anchorStat(ldir, lbase, g.anchor); err != nil {
-				return err
-			}
-		}
-	}
 	var anchorSum []byte // the anchor's workspace digest, once computed
 	for _, m := range g.members {
+		if a.left[m] {
+			continue
+		}
 		mdir, mbase, err := a.openParent(m)
 		if err != nil {
 			return &ApplyError{Path: m, Op: "open parent", Err: err}
@@ -149,41 +143,4 @@ func (a *applier) hashWorkspace(p attest.Path, st linux.Stat) ([]byte, error) {
 		return nil, &ApplyError{Path: p, Op: "read", Err: err}
 	}
 	return h.Sum(nil), nil
-}
-
-// detach replaces the unchanged workspace file base in dirfd (path p,
-// inode st) with a copy of itself, contents and metadata alike, so that
-// its other names keep the old inode.
-func (a *applier) detach(dirfd int, base string, p attest.Path, st linux.Stat) error {
-	src, err := a.openWorkspaceFile(p, st)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(src)
-	meta := attest.State{Type: attest.File, Mode: st.Mode & 07777, UID: st.UID, GID: st.GID, MtimeNS: st.MtimeNS}
-	names, err := linux.Listxattr(src)
-	if err != nil {
-		return &ApplyError{Path: p, Op: "listxattr", Err: err}
-	}
-	for _, name := range names {
-		if applyOverlayPrivate(name) {
-			continue
-		}
-		v, err := linux.Getxattr(src, name)
-		if err != nil {
-			return &ApplyError{Path: p, Op: "getxattr", Err: err}
-		}
-		meta.Xattrs = append(meta.Xattrs, attest.Xattr{Name: name, Value: v})
-	}
-	tmp := a.tempName(-1, p)
-	err = a.writeTemp(dirfd, tmp, p, func(dst int) error {
-		if err := applyCopy(dst, src, int64(st.Size), nil); err != nil {
-			return &ApplyError{Path: p, Op: "copy", Err: err}
-		}
-		return a.setMeta(dst, p, &meta)
-	})
-	if err != nil {
-		return err
-	}
-	return a.rename(dirfd, tmp, base, p)
 }

@@ -86,7 +86,7 @@ func TestApplyOverlayEndToEndPrivileged(t *testing.T) {
 	})
 	applyTestMutate(t, merged, false)
 	entries := applyTestEntries(t, lower, merged)
-	want := applyTestManifest(t, merged)
+	want := applyTestLowerLink(applyTestManifest(t, merged))
 	applyTestMust(t, unix.Unmount(merged, 0))
 	mounted = false
 

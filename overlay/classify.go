@@ -22,10 +22,11 @@ type reader struct {
 	upperRoot, lowerRoot linux.Stat
 	noMountID            bool // mounts told apart by st_dev
 
-	entries []attest.Entry
-	reasons []attest.Reason
-	stats   Stats
-	stopped bool // a budget ran out: examine nothing more
+	entries   []attest.Entry
+	reasons   []attest.Reason
+	stats     Stats
+	pathBytes int64 // bytes of the listed paths
+	stopped   bool  // a budget ran out: examine nothing more
 	// inOpaque: the directory being walked lies in a replaced (opaque)
 	// directory, so no lower directory shows through it: its lower-only
 	// children are deleted whether or not it is marked opaque itself.
@@ -33,11 +34,31 @@ type reader struct {
 	// fresh: the subtree being walked changed its context since the
 	// previous read (ReadChanged), so none of it is taken from there.
 	fresh bool
+	// itemizing: an entry of an excluded subtree is being classified
+	// (see summarize).
+	itemizing bool
 
 	links map[[2]uint64]*linkGroup // upper regular files with nlink > 1
+	// sums holds the digests of files with several names, so each inode
+	// is hashed once per read whatever its number of names.
+	sums map[linkKey]linkSum
 
 	excluded []attest.Excluded // subtrees summarized for opt.Exclude
 }
+
+// linkKey names an inode of one layer; linkSum is its digest and the stat
+// it was computed with.
+type (
+	linkKey struct {
+		layer    string
+		dev, ino uint64
+	}
+	linkSum struct {
+		size         uint64
+		mtime, ctime int64
+		sum          []byte
+	}
+)
 
 // linkGroup is the upper paths seen for one inode.
 type linkGroup struct {
@@ -115,7 +136,7 @@ func (r *reader) root(u, l node) error {
 	}
 	lowerUser, _, _ := r.split(attest.Root, r.lowerRoot, lx, false)
 	oldSt := r.state(r.lowerRoot, lowerUser)
-	if !sameMeta(oldSt, newSt) {
+	if r.timeOK(attest.Root, "upper", r.upperRoot) && r.timeOK(attest.Root, "lower", r.lowerRoot) && !sameMeta(oldSt, newSt) {
 		r.add(attest.Entry{Path: attest.Root, Change: attest.Metadata, Old: oldSt, New: newSt})
 	}
 	return r.walkDir(attest.Root, u, l, false)
@@ -180,13 +201,15 @@ func (r *reader) list(p attest.Path, layer string, d node) ([]string, bool) {
 // child classifies the upper entry name of u at p against the lower
 // entry of the same name in l (absent when l is nil).
 func (r *reader) child(p attest.Path, name string, u, l node) error {
-	if r.reusable(p) {
+	if !r.itemizing && r.reusable(p) {
 		r.take(p)
 		return nil
 	}
-	if r.opt.Exclude != nil && r.opt.Exclude(p) {
-		r.summarize(p, name, u)
+	if !r.pathOK(p) {
 		return nil
+	}
+	if r.opt.Exclude != nil && !r.itemizing && r.opt.Exclude(p) {
+		return r.summarize(p, name, u, l)
 	}
 	if !r.count(p, &r.stats.UpperEntries) {
 		return nil
@@ -198,6 +221,9 @@ func (r *reader) child(p attest.Path, name string, u, l node) error {
 	}
 	if !r.onMount(ust, r.upperRoot) {
 		r.reason(attest.OtherMount, p, "upper entry is on another mount: excluded with its subtree")
+		return nil
+	}
+	if !r.timeOK(p, "upper", ust) {
 		return nil
 	}
 	var lst *linux.Stat
@@ -213,6 +239,8 @@ func (r *reader) child(p attest.Path, name string, u, l node) error {
 			return nil
 		case !r.onMount(st, r.lowerRoot):
 			r.reason(attest.OtherMount, p, "lower entry is on another mount: excluded with its subtree")
+			return nil
+		case !r.timeOK(p, "lower", st):
 			return nil
 		case !isWhiteout(st): // a lower whiteout hides nothing and shows nothing
 			lst = &st
@@ -380,6 +408,9 @@ func (r *reader) openLower(name string, l node, st linux.Stat) (node, *attest.St
 // when it is a directory, everything beneath it. lst is its stat when the
 // caller has it.
 func (r *reader) deleted(p attest.Path, name string, l node, lst *linux.Stat) {
+	if !r.pathOK(p) {
+		return
+	}
 	if lst == nil {
 		if !r.count(p, &r.stats.LowerEntries) {
 			return
@@ -397,6 +428,9 @@ func (r *reader) deleted(p attest.Path, name string, l node, lst *linux.Stat) {
 			return
 		}
 		lst = &st
+	}
+	if !r.timeOK(p, "lower", *lst) {
+		return
 	}
 	n, oldSt, err := r.openLower(name, l, *lst)
 	if err != nil {
@@ -441,6 +475,16 @@ func (r *reader) hash(p attest.Path, layer string, n node, st linux.Stat, s *att
 			return true
 		}
 	}
+	// Reused only in a quiescent read: a checkpoint hashes each name, as
+	// the agent may write between them.
+	key := linkKey{layer, st.Dev, st.Ino}
+	once := st.Nlink > 1 && r.opt.Settle == 0
+	if once {
+		if c, ok := r.sums[key]; ok && c.size == st.Size && c.mtime == st.MtimeNS && c.ctime == st.CtimeNS {
+			s.SHA256 = c.sum
+			return true
+		}
+	}
 	if r.opt.Settle > 0 {
 		settle(st, r.opt.Settle)
 	}
@@ -451,6 +495,12 @@ func (r *reader) hash(p attest.Path, layer string, n node, st linux.Stat, s *att
 	}
 	r.stats.BytesHashed += st.Size
 	s.SHA256 = sum
+	if once {
+		if r.sums == nil {
+			r.sums = map[linkKey]linkSum{}
+		}
+		r.sums[key] = linkSum{st.Size, st.MtimeNS, st.CtimeNS, sum}
+	}
 	return true
 }
 
@@ -498,6 +548,18 @@ func (r *reader) stopTime(p attest.Path) {
 	r.reason(attest.TimeBudget, p, "time budget exhausted here: the rest was not examined")
 }
 
+// timeOK reports whether st's mtime is one a statement can sign (int64
+// nanoseconds: 1677 to 2262); otherwise it adds an Unreadable reason: the
+// entry (and its subtree) is not listed, so no wrong time is signed or
+// applied, and the change set is not applied automatically.
+func (r *reader) timeOK(p attest.Path, layer string, st linux.Stat) bool {
+	if !st.MtimeOutOfRange {
+		return true
+	}
+	r.reason(attest.Unreadable, p, fmt.Sprintf("%s entry's mtime lies outside the times a statement holds (int64 nanoseconds: 1677 to 2262): it was not examined, with its subtree", layer))
+	return false
+}
+
 // fault turns an error reading p in layer into a reason.
 func (r *reader) fault(p attest.Path, layer string, err error) {
 	code := attest.Unreadable
@@ -524,7 +586,24 @@ func (r *reader) onMount(st, root linux.Stat) bool {
 	return linux.SameMount(st, root)
 }
 
-func (r *reader) add(e attest.Entry) { r.entries = append(r.entries, e) }
+func (r *reader) add(e attest.Entry) {
+	r.entries = append(r.entries, e)
+	r.pathBytes += int64(len(e.Path))
+	if r.pathBytes > r.opt.MaxPathBytes && !r.stopped {
+		r.stopped = true
+		r.reason(attest.PathLimit, e.Path, fmt.Sprintf("the listed paths passed the path bytes budget of %d here: the rest was not examined", r.opt.MaxPathBytes))
+	}
+}
+
+// pathOK reports whether p is within the path length limit; otherwise it
+// adds a PathLimit reason (p and its subtree are not examined).
+func (r *reader) pathOK(p attest.Path) bool {
+	if int64(len(p)) <= r.opt.MaxPathLen {
+		return true
+	}
+	r.reason(attest.PathLimit, p, fmt.Sprintf("path of %d bytes is over the path length limit of %d: not examined, with its subtree", len(p), r.opt.MaxPathLen))
+	return false
+}
 
 func (r *reader) reason(code attest.Code, p attest.Path, detail string) {
 	r.reasons = append(r.reasons, attest.Reason{Code: code, Path: p, Detail: detail})

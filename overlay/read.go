@@ -3,6 +3,7 @@ package overlay
 import (
 	"errors"
 	"fmt"
+	"os"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -25,6 +26,12 @@ const (
 	DefaultDigestCap     = 1 << 30 // bytes
 	DefaultMaxEntries    = 10_000_000
 	DefaultMaxDirEntries = 1_000_000
+	// DefaultMaxPathLen bounds one path (bytes): eight times PATH_MAX.
+	DefaultMaxPathLen = 32 << 10
+	// DefaultMaxPathBytes bounds the bytes of all listed paths together,
+	// which bounds the statement and the memory of a read whatever the
+	// depth and the length of the names.
+	DefaultMaxPathBytes = 64 << 20
 )
 
 // ReadOptions tunes Read. The zero value reads a privileged overlay with
@@ -42,6 +49,12 @@ type ReadOptions struct {
 	// MaxDirEntries bounds one directory's entries; a directory over it is
 	// classified itself but its contents are skipped (DirEntryLimit).
 	MaxDirEntries int64
+	// MaxPathLen bounds one path: an entry whose path is longer is not
+	// examined, with its subtree (PathLimit).
+	MaxPathLen int64
+	// MaxPathBytes bounds the bytes of the listed paths together: past
+	// it the read stops (PathLimit).
+	MaxPathBytes int64
 	// Deadline, if set, stops the read with a TimeBudget reason.
 	Deadline time.Time
 	// NoMountID tells mounts apart by st_dev only (the kernel cannot
@@ -70,6 +83,11 @@ type ReadOptions struct {
 	// a stat tuple it hashed itself and saw settled (not racy).
 	KnownDigest func(p attest.Path, st linux.Stat) []byte
 
+	// LowerDir, if set, is the lower layer's root as the caller opened
+	// and identified it: Read reads beneath it, and the lower path only
+	// names it in reasons, so a path swapped since cannot lead elsewhere.
+	LowerDir *os.File
+
 	reuse *reuse // set by ReadChanged
 }
 
@@ -89,6 +107,8 @@ func (o ReadOptions) withDefaults() (ReadOptions, error) {
 		{"digest cap", &o.DigestCap, DefaultDigestCap},
 		{"entry budget", &o.MaxEntries, DefaultMaxEntries},
 		{"per-directory entry limit", &o.MaxDirEntries, DefaultMaxDirEntries},
+		{"path length limit", &o.MaxPathLen, DefaultMaxPathLen},
+		{"path bytes budget", &o.MaxPathBytes, DefaultMaxPathBytes},
 	} {
 		if *v.p < 0 {
 			return o, fmt.Errorf("%s %d: must not be negative", v.name, *v.p)
@@ -142,8 +162,14 @@ func Read(upper, lower string, opt ReadOptions) (*Changes, error) {
 		}
 	}
 	var missing []attest.Reason
-	openRoot := func(layer, path string) node {
-		n, err := openFSRoot(path)
+	openRoot := func(layer, path string, pinned *os.File) node {
+		var n *fsNode
+		var err error
+		if pinned != nil {
+			n, err = openPinnedRoot(pinned)
+		} else {
+			n, err = openFSRoot(path)
+		}
 		if err != nil {
 			code := attest.Unreadable
 			if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
@@ -155,8 +181,8 @@ func Read(upper, lower string, opt ReadOptions) (*Changes, error) {
 		}
 		return n
 	}
-	u := openRoot("upper", upper)
-	l := openRoot("lower", lower)
+	u := openRoot("upper", upper, nil)
+	l := openRoot("lower", lower, opt.LowerDir)
 	if u != nil {
 		defer u.close()
 	}

@@ -25,14 +25,14 @@ import (
 // entry budget applies to that alone.
 //
 // prev must come from Read or ReadChanged of the same layers with the same
-// options; its Incomplete must hold no TimeBudget or EntryBudget reason
+// options; its Incomplete must hold no TimeBudget, EntryBudget or PathLimit reason
 // (the read stopped part-way: read again from scratch).
 func ReadChanged(upper, lower string, prev *Changes, dirty func(p attest.Path) bool, opt ReadOptions) (*Changes, error) {
 	if prev == nil || dirty == nil {
 		return nil, fmt.Errorf("read changed: no previous read")
 	}
 	for _, rs := range prev.Incomplete {
-		if rs.Code == attest.TimeBudget || rs.Code == attest.EntryBudget {
+		if rs.Code == attest.TimeBudget || rs.Code == attest.EntryBudget || rs.Code == attest.PathLimit {
 			return nil, fmt.Errorf("read changed: the previous read stopped at %q (%s)", rs.Path, rs.Code)
 		}
 	}

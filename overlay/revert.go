@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -18,6 +19,9 @@ type RevertOptions struct {
 	// XattrNS is the namespace of overlay's private xattrs: "trusted"
 	// (default) or "user".
 	XattrNS string
+	// LowerDir, if set, is the lower layer's root as the caller opened
+	// and identified it; the lower path then only names it.
+	LowerDir *os.File
 }
 
 // Revert changes the upper layer of an overlay that is not mounted so
@@ -60,7 +64,12 @@ func Revert(upper, lower string, p attest.Path, opt RevertOptions) error {
 		return fmt.Errorf("revert %q: open upper layer: %w", string(p), err)
 	}
 	defer unix.Close(u)
-	l, err := linux.Openat(unix.AT_FDCWD, lower, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW)
+	var l int
+	if opt.LowerDir != nil {
+		l, err = linux.OpenBeneath(int(opt.LowerDir.Fd()), ".", unix.O_RDONLY|unix.O_DIRECTORY)
+	} else {
+		l, err = linux.Openat(unix.AT_FDCWD, lower, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW)
+	}
 	if err != nil {
 		return fmt.Errorf("revert %q: open lower layer: %w", string(p), err)
 	}

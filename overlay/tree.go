@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -72,6 +73,23 @@ const digestBufSize = 128 << 10
 // followed) as a directory.
 func openFSRoot(path string) (*fsNode, error) {
 	fd, err := linux.Openat(unix.AT_FDCWD, path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW)
+	if err != nil {
+		return nil, err
+	}
+	st, err := linux.Lstat(fd, "")
+	if err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	buf := make([]byte, digestBufSize)
+	return &fsNode{fd: fd, st: st, buf: &buf}, nil
+}
+
+// openPinnedRoot opens again, for reading, the directory a caller holds
+// open as dir (a descriptor opened and identified earlier): that inode and
+// no other, whatever its path now leads to.
+func openPinnedRoot(dir *os.File) (*fsNode, error) {
+	fd, err := linux.OpenBeneath(int(dir.Fd()), ".", unix.O_RDONLY|unix.O_DIRECTORY)
 	if err != nil {
 		return nil, err
 	}

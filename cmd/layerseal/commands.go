@@ -69,25 +69,30 @@ func runCommand() *cli.Command {
 			&cli.StringFlag{Name: "memory", Usage: "memory limit of the agent's cgroup, e.g. `4GiB`"},
 			&cli.Int64Flag{Name: "pids", Usage: "most processes and threads the agent may have at once (`N`)"},
 			&cli.StringFlag{Name: "seccomp", Value: "default", Usage: "system call filter: default, or `unconfined` to load none (recorded)"},
+			&cli.BoolFlag{Name: "json", Usage: "print the result (exit status, whose it is, statement) as one JSON object, the last line on stdout"},
 		},
 		StopOnNthArg: &stop,
 		Action: func(_ context.Context, cmd *cli.Command) error {
 			cfg, err := runConfig(cmd)
 			if err != nil {
+				var ee *exitError
+				if errors.As(err, &ee) && ee.code == exitSetup && ee.err != nil {
+					return runStatus(cmd, exitSetup, "layerseal", "layerseal failed before the agent started; nothing changed", ee.err, nil)
+				}
 				return err
 			}
 			res, err := layerseal.Run(cfg)
 			var setup *layerseal.SetupError
 			switch {
 			case errors.Is(err, nsrun.ErrCommandNotFound):
-				return exitWith(exitNotFound, err)
+				return runStatus(cmd, exitNotFound, "layerseal", "the agent's command was not found; nothing changed", err, nil)
 			case errors.As(err, &setup):
-				return exitWith(exitSetup, err)
+				return runStatus(cmd, exitSetup, "layerseal", "layerseal failed before the agent started; nothing changed", err, nil)
 			case err != nil:
 				if res != nil {
 					fmt.Fprintf(os.Stderr, "layerseal: the agent exited with status %d\n", res.Exit.Code)
 				}
-				return exitWith(exitSetup, err)
+				return runStatus(cmd, exitSetup, "layerseal", "layerseal failed after the agent ran (the message above says what is kept)", err, res)
 			}
 			st := res.Statement
 			fmt.Fprintf(os.Stderr, "layerseal: %d change(s), %s; statement %s/%s\n",
@@ -100,12 +105,56 @@ func runCommand() *cli.Command {
 				fmt.Fprintf(os.Stderr, "layerseal: staged, not applied: `layerseal diff %s` shows it; `layerseal apply %s` or `layerseal discard %s`\n",
 					cmd.String("out"), cmd.String("out"), cmd.String("out"))
 			}
-			if res.Exit.Code != 0 {
-				return exitWith(res.Exit.Code, nil)
-			}
-			return nil
+			return runStatus(cmd, res.Exit.Code, "agent", "layerseal itself succeeded", nil, res)
 		},
 	}
+}
+
+// runResult is run --json's object: the exit status and whose it is.
+type runResult struct {
+	ExitStatus int          `json:"exit_status"`
+	Whose      string       `json:"whose"` // "agent" or "layerseal"
+	Agent      *exitJSON    `json:"agent"` // null when the agent did not run or was lost
+	Error      attest.Bytes `json:"error,omitempty"`
+	Statement  string       `json:"statement,omitempty"`
+	Complete   bool         `json:"complete"`
+	Applied    bool         `json:"applied"`
+}
+
+type exitJSON struct {
+	Code   int    `json:"code"`
+	Signal string `json:"signal,omitempty"`
+}
+
+// runStatus ends run: it prints err (if any) and then, as the last line
+// on stderr, the exit status and whose it is, so a caller can tell the
+// agent's status from layerseal's own failure whatever the agent printed
+// before; with --json it prints runResult as the last line on stdout.
+func runStatus(cmd *cli.Command, code int, whose, what string, err error, res *layerseal.RunResult) error {
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "layerseal: %s\n", printable(err.Error()))
+	}
+	owner := "the agent's"
+	if whose == "layerseal" {
+		owner = "layerseal's own"
+	}
+	fmt.Fprintf(os.Stderr, "layerseal: exit status %d is %s: %s\n", code, owner, what)
+	if cmd.Bool("json") {
+		r := runResult{ExitStatus: code, Whose: whose}
+		if err != nil {
+			r.Error = attest.Bytes(err.Error())
+		}
+		if res != nil {
+			r.Agent = &exitJSON{Code: res.Exit.Code, Signal: res.Exit.Signal}
+			r.Applied = res.Applied
+			if res.Statement != nil {
+				r.Statement = filepath.Join(cmd.String("out"), layerseal.StatementFile)
+				r.Complete = res.Statement.Complete
+			}
+		}
+		printJSON(r)
+	}
+	return exitWith(code, nil)
 }
 
 // runConfig builds the session from run's flags; every problem is a usage
@@ -206,7 +255,7 @@ func runConfig(cmd *cli.Command) (layerseal.RunConfig, error) {
 		Stdin:     os.Stdin,
 		Stdout:    os.Stdout,
 		Stderr:    os.Stderr,
-		Log:       os.Stderr,
+		Log:       escapingWriter{os.Stderr},
 	}, nil
 }
 
@@ -344,5 +393,5 @@ func reasonText(r attest.Reason) string {
 	if r.Path != "" {
 		s += " " + r.Path.String()
 	}
-	return s + ": " + r.Detail
+	return s + ": " + attest.Bytes(r.Detail).String()
 }

@@ -230,6 +230,11 @@ func (h hostile) run(t *testing.T, user string) *hostileRun {
 		t.Errorf("verify: exit %d, want %d\n%s%s", c, wantVerify, so, se)
 	}
 	if !h.noDiff {
+		// The differential check: the workspace holds, path by path,
+		// what the statement says was applied.
+		if c, so, se := e.cli("verify", "--key", e.pub, "--workspace", e.ws, filepath.Join(r.out, "statement.json")); c != wantVerify {
+			t.Errorf("verify --workspace: exit %d, want %d\n%s%s", c, wantVerify, so, se)
+		}
 		if r.applied, err = treediff.Walk(e.ws); err != nil {
 			t.Fatalf("walk the workspace after apply: %v", err)
 		}

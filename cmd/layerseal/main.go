@@ -93,7 +93,7 @@ func runCLI(ctx context.Context, args []string) int {
 		ee = &exitError{exitUsage, err}
 	}
 	if ee.err != nil {
-		fmt.Fprintf(os.Stderr, "layerseal: %v\n", ee.err)
+		fmt.Fprintf(os.Stderr, "layerseal: %s\n", printable(ee.err.Error()))
 	}
 	return ee.code
 }

@@ -67,13 +67,24 @@ func applyCommand() *cli.Command {
 			if cmd.NArg() != 1 {
 				return usageErr("usage: layerseal apply [--force] OUT")
 			}
+			left := 0
 			st, err := layerseal.Apply(cmd.Args().First(), layerseal.ApplyOptions{
 				StateDir: cmd.String("state-dir"), Force: cmd.Bool("force"), Progress: applyProgress,
+				Left: func(p attest.Path, why string) {
+					left++
+					fmt.Fprintf(os.Stderr, "layerseal: left %s as it is: %s\n", p, why)
+				},
 			})
 			if err != nil {
 				return exitWith(exitFailed, err)
 			}
-			fmt.Fprintf(os.Stderr, "layerseal: applied %d change(s) and %d excluded subtree(s)\n", len(st.AppliedEntries()), len(st.Excluded))
+			fmt.Fprintf(os.Stderr, "layerseal: applied %d change(s) and %d excluded subtree(s)\n", len(st.AppliedEntries())-left, len(st.Excluded))
+			if layerseal.Unexamined(st) {
+				fmt.Fprintf(os.Stderr, "layerseal: parts of the change set were not examined, so not applied; they stay in the session's state dir:\n")
+				for _, r := range st.Incomplete {
+					fmt.Fprintf(os.Stderr, "layerseal: incomplete: %s\n", reasonText(r))
+				}
+			}
 			return nil
 		},
 	}

@@ -280,8 +280,22 @@ mkdir -p new/a/b; for i in 1 2 3 4 5 6 7 8; do echo $i > new/a/b/f$i; done; mkdi
 		cp(filepath.Join(e.dir, d), filepath.Join(snap, d))
 	}
 	restore := func() {
-		for _, d := range []string{"ws", "state", "s"} {
+		for _, d := range []string{"state", "s"} {
 			cp(filepath.Join(snap, d), filepath.Join(e.dir, d))
+		}
+		// The workspace directory itself stays (apply checks it is the
+		// one the session started on): only what it holds is restored.
+		ents, err := os.ReadDir(e.ws)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ent := range ents {
+			if err := os.RemoveAll(filepath.Join(e.ws, ent.Name())); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if b, err := exec.Command("cp", "-a", filepath.Join(snap, "ws")+"/.", e.ws).CombinedOutput(); err != nil {
+			t.Fatalf("restore the workspace: %v\n%s", err, b)
 		}
 	}
 	steps := filepath.Join(e.dir, "steps")

@@ -24,6 +24,7 @@ func verifyCommand() *cli.Command {
 			&cli.StringFlag{Name: "launch", Usage: "the run's launch.json: also check the statement is bound to it"},
 			&cli.StringFlag{Name: "checkpoints", Usage: "the run's checkpoints `DIR` (default: checkpoints/ beside the statement, when it exists)"},
 			&cli.BoolFlag{Name: "json", Usage: "print the result as JSON"},
+			&cli.StringFlag{Name: "workspace", Usage: "also check that `DIR` holds, path by path, what the statement says was applied (exit 1 where it does not)"},
 		},
 		Action: func(_ context.Context, cmd *cli.Command) error {
 			if cmd.NArg() != 1 || cmd.String("key") == "" {
@@ -73,12 +74,34 @@ func verifyCommand() *cli.Command {
 					fmt.Printf("incomplete: %s\n", reasonText(r))
 				}
 			}
+			if ws := cmd.String("workspace"); ws != "" {
+				if err := checkWorkspace(ws, st); err != nil {
+					return err
+				}
+			}
 			if !st.Complete {
 				return exitWith(exitIncomplete, nil)
 			}
 			return nil
 		},
 	}
+}
+
+// checkWorkspace prints every path where ws disagrees with what st says
+// was applied; it fails (exit 1) when there is one.
+func checkWorkspace(ws string, st *attest.Statement) error {
+	ms, err := layerseal.CheckWorkspace(ws, st)
+	if err != nil {
+		return exitWith(exitFailed, err)
+	}
+	for _, m := range ms {
+		fmt.Printf("workspace: %s: %s\n", m.Path, printable(m.What))
+	}
+	if len(ms) > 0 {
+		return exitWith(exitFailed, fmt.Errorf("workspace %q disagrees with the statement at %d path(s)", ws, len(ms)))
+	}
+	fmt.Printf("workspace: %d applied path(s) agree\n", len(st.AppliedEntries()))
+	return nil
 }
 
 func showCommand() *cli.Command {
@@ -153,15 +176,15 @@ type changeJSON struct {
 }
 
 type reasonJSON struct {
-	Code   attest.Code `json:"code"`
-	Path   attest.Path `json:"path,omitempty"`
-	Detail string      `json:"detail"`
+	Code   attest.Code  `json:"code"`
+	Path   attest.Path  `json:"path,omitempty"`
+	Detail attest.Bytes `json:"detail"`
 }
 
 func reasonsJSON(rs []attest.Reason) []reasonJSON {
 	out := make([]reasonJSON, 0, len(rs))
 	for _, r := range rs {
-		out = append(out, reasonJSON{r.Code, r.Path, r.Detail})
+		out = append(out, reasonJSON{r.Code, r.Path, attest.Bytes(r.Detail)})
 	}
 	return out
 }

@@ -8,6 +8,7 @@ package linux
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -214,18 +215,22 @@ func DisableMountID() { mountIDMissing.Store(true) }
 
 // Stat is what layerseal needs of one inode.
 type Stat struct {
-	Dev        uint64 // st_dev
-	Ino        uint64
-	Mode       uint32 // st_mode: type and permission bits
-	Nlink      uint32
-	UID, GID   uint32
-	Rdev       uint64
-	Size       uint64
-	MtimeNS    int64
-	CtimeNS    int64
-	MountID    uint64 // valid only when HasMountID
-	HasMountID bool
-	Attributes uint64 // STATX_ATTR_* (immutable, append-only, mount root)
+	Dev      uint64 // st_dev
+	Ino      uint64
+	Mode     uint32 // st_mode: type and permission bits
+	Nlink    uint32
+	UID, GID uint32
+	Rdev     uint64
+	Size     uint64
+	MtimeNS  int64
+	CtimeNS  int64
+	// MtimeOutOfRange: the mtime lies outside what MtimeNS can hold
+	// (int64 nanoseconds since the epoch: 1677 to 2262); MtimeNS is then
+	// not the file's mtime.
+	MtimeOutOfRange bool
+	MountID         uint64 // valid only when HasMountID
+	HasMountID      bool
+	Attributes      uint64 // STATX_ATTR_* (immutable, append-only, mount root)
 }
 
 var statxMissing atomic.Bool
@@ -252,17 +257,18 @@ func Lstat(dirfd int, name string) (Stat, error) {
 		return Stat{}, pathErr("statx", name, err)
 	}
 	st := Stat{
-		Dev:        unix.Mkdev(sx.Dev_major, sx.Dev_minor),
-		Ino:        sx.Ino,
-		Mode:       uint32(sx.Mode),
-		Nlink:      sx.Nlink,
-		UID:        sx.Uid,
-		GID:        sx.Gid,
-		Rdev:       unix.Mkdev(sx.Rdev_major, sx.Rdev_minor),
-		Size:       sx.Size,
-		MtimeNS:    sx.Mtime.Sec*1e9 + int64(sx.Mtime.Nsec),
-		CtimeNS:    sx.Ctime.Sec*1e9 + int64(sx.Ctime.Nsec),
-		Attributes: sx.Attributes & sx.Attributes_mask,
+		Dev:             unix.Mkdev(sx.Dev_major, sx.Dev_minor),
+		Ino:             sx.Ino,
+		Mode:            uint32(sx.Mode),
+		Nlink:           sx.Nlink,
+		UID:             sx.Uid,
+		GID:             sx.Gid,
+		Rdev:            unix.Mkdev(sx.Rdev_major, sx.Rdev_minor),
+		Size:            sx.Size,
+		MtimeNS:         sx.Mtime.Sec*1e9 + int64(sx.Mtime.Nsec),
+		MtimeOutOfRange: !nanosFit(sx.Mtime.Sec, int64(sx.Mtime.Nsec)),
+		CtimeNS:         sx.Ctime.Sec*1e9 + int64(sx.Ctime.Nsec),
+		Attributes:      sx.Attributes & sx.Attributes_mask,
 	}
 	if sx.Mask&unix.STATX_MNT_ID != 0 && !mountIDMissing.Load() {
 		st.MountID, st.HasMountID = sx.Mnt_id, true
@@ -279,17 +285,33 @@ func lstatOld(dirfd int, name string, flags int) (Stat, error) {
 		return Stat{}, pathErr("fstatat", name, err)
 	}
 	return Stat{
-		Dev:     s.Dev,
-		Ino:     s.Ino,
-		Mode:    s.Mode,
-		Nlink:   uint32(s.Nlink),
-		UID:     s.Uid,
-		GID:     s.Gid,
-		Rdev:    s.Rdev,
-		Size:    uint64(s.Size),
-		MtimeNS: s.Mtim.Nano(),
-		CtimeNS: s.Ctim.Nano(),
+		Dev:             s.Dev,
+		Ino:             s.Ino,
+		Mode:            s.Mode,
+		Nlink:           uint32(s.Nlink),
+		UID:             s.Uid,
+		GID:             s.Gid,
+		Rdev:            s.Rdev,
+		Size:            uint64(s.Size),
+		MtimeNS:         s.Mtim.Nano(),
+		CtimeNS:         s.Ctim.Nano(),
+		MtimeOutOfRange: !nanosFit(s.Mtim.Sec, s.Mtim.Nsec),
 	}, nil
+}
+
+// nanosFit reports whether sec seconds and nsec nanoseconds since the
+// epoch are a time int64 nanoseconds can hold.
+func nanosFit(sec, nsec int64) bool {
+	const g = 1_000_000_000
+	const maxSec, maxNsec = math.MaxInt64 / g, math.MaxInt64 % g
+	const minSec, minNsec = math.MinInt64 / g, math.MinInt64 % g // minNsec < 0
+	switch {
+	case sec > maxSec || sec == maxSec && nsec > maxNsec:
+		return false
+	case sec < minSec-1 || sec == minSec-1 && nsec < g+minNsec:
+		return false
+	}
+	return true
 }
 
 // procFD names fd in /proc/self/fd, the way to reach an O_PATH descriptor

@@ -75,22 +75,41 @@ func Shrink(ops []Op, fails func([]Op) bool) []Op {
 // (got), or "". They must be identical but for one thing overlayfs does
 // on its own: with index=off, copying up one of several hard-linked lower
 // files breaks the link in the merged view even when nothing changed, and
-// a change list rightly holds no entry for it. So got may keep a lower
-// hard link (one in before) between two paths that are both absent from
-// changed.
+// a change list rightly holds no entry for it. Apply keeps such a lower
+// link (the other name is not listed), also when the agent linked new
+// names to the copied-up file. So got may hold an extra link between p
+// and q when an unchanged path that is p or shares p's inode in want was
+// linked in before to an unchanged path that is q or shares q's.
 func EqualApplied(want, got, before treediff.Manifest, changed map[string]bool) string {
+	group := func(p string) []string {
+		var out []string
+		for _, r := range append([]string{p}, want[p].Links...) {
+			if !changed[r] {
+				out = append(out, r)
+			}
+		}
+		return out
+	}
+	lowerLinked := func(p, q string) bool {
+		for _, r1 := range group(p) {
+			for _, r2 := range group(q) {
+				if slices.Contains(before[r1].Links, r2) {
+					return true
+				}
+			}
+		}
+		return false
+	}
 	for p, w := range want {
 		g, ok := got[p]
 		if !ok {
 			return fmt.Sprintf("%q missing", p)
 		}
-		if !changed[p] {
-			g.Links = slices.DeleteFunc(slices.Clone(g.Links), func(q string) bool {
-				return !changed[q] && slices.Contains(before[p].Links, q) && !slices.Contains(w.Links, q)
-			})
-			if len(g.Links) == 0 {
-				g.Links = nil
-			}
+		g.Links = slices.DeleteFunc(slices.Clone(g.Links), func(q string) bool {
+			return !slices.Contains(w.Links, q) && lowerLinked(p, q)
+		})
+		if len(g.Links) == 0 {
+			g.Links = nil
 		}
 		if !reflect.DeepEqual(w, g) {
 			return fmt.Sprintf("%q differs:\nwant %+v\ngot  %+v", p, w, g)

@@ -199,6 +199,15 @@ func sequence(ns *mountNS, base string, seed uint64, maxOps int, ops []oracle.Op
 		out.problems = append(out.problems, fmt.Sprintf("apply: %v", err))
 		return out, nil
 	}
+	// The differential check `verify --workspace` makes: the workspace
+	// holds, path by path, the states the change list says were applied.
+	if ms, err := checkApplied(l.lower, ch.Entries); err != nil {
+		return out, err
+	} else {
+		for _, m := range ms {
+			out.problems = append(out.problems, fmt.Sprintf("after apply %s: %s", m.Path, m.What))
+		}
+	}
 	applied, err := treediff.Walk(l.lower)
 	if err != nil {
 		return out, err
@@ -283,4 +292,13 @@ func TestOracleReproducers(t *testing.T) {
 			t.Errorf("%s:\n\t%s", c.name, strings.Join(out.problems, "\n\t"))
 		}
 	}
+}
+
+func checkApplied(ws string, entries []attest.Entry) ([]overlay.Mismatch, error) {
+	fd, err := unix.Open(ws, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(fd)
+	return overlay.Check(fd, entries)
 }

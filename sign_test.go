@@ -1,0 +1,57 @@
+package layerseal
+
+import (
+	"crypto/ed25519"
+	"crypto/sha256"
+	"fmt"
+	"testing"
+	"time"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/layerseal/layerseal/attest"
+)
+
+// TestSignBounded: a statement that would be larger than the limit is
+// signed with fewer entries and an entry-budget reason where the list
+// stops; what is signed verifies and fits.
+func TestSignBounded(t *testing.T) {
+	key, err := attest.NewSigner(ed25519.NewKeyFromSeed(make([]byte, ed25519.SeedSize)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	launch := &attest.LaunchRecord{SessionID: attest.NewSessionID(), Workspace: "/ws", Kernel: attest.Kernel{Release: "6.1"},
+		Agent: specs.Process{Args: []string{"a"}}, Policy: attest.Policy{DigestCap: 1}, Started: time.Now().UTC()}
+	lenv, err := attest.SignLaunch(key, launch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(lenv)
+	st := &attest.Statement{SessionID: launch.SessionID, Launch: sum[:], Workspace: "/ws", Ended: time.Now().UTC()}
+	for i := range 2000 {
+		st.Entries = append(st.Entries, attest.Entry{Path: attest.Path(fmt.Sprintf("d/%04d-%0200d", i, 0)), Change: attest.Added,
+			New: &attest.State{Type: attest.File, Mode: 0o644}})
+	}
+	st.Applied = append([]attest.Entry{}, st.Entries[:1500]...)
+	st.Violations = []attest.Violation{{Path: st.Entries[1999].Path, Rule: "d/**", Action: attest.Reverted}}
+	const limit = 200 << 10
+	b, err := signBounded(key, st, limit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b) > limit {
+		t.Fatalf("signed %d bytes, limit %d", len(b), limit)
+	}
+	got, err := attest.VerifyStatement(b, key.Public(), lenv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := len(got.Entries)
+	if n == 0 || n >= 2000 || got.Complete || len(got.Incomplete) != 1 || got.Incomplete[0].Code != attest.EntryBudget ||
+		got.Incomplete[0].Path != attest.Path(fmt.Sprintf("d/%04d-%0200d", n, 0)) || len(got.AppliedEntries()) > n {
+		t.Errorf("%d entries, %d applied, reasons %+v", n, len(got.AppliedEntries()), got.Incomplete)
+	}
+	if len(b) < limit/2 {
+		t.Errorf("cut too deep: %d bytes of %d", len(b), limit)
+	}
+}
