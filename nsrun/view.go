@@ -508,7 +508,7 @@ func (s viewStep) privateTmp(held map[string]*os.File) error {
 		dirs[i] = f
 	}
 	// The merged root shows the upper root's mode and owner.
-	if err := os.Chmod(filepath.Join(s.Target, "upper"), 0o1777); err != nil {
+	if err := unix.Chmod(filepath.Join(s.Target, "upper"), 0o1777); err != nil { // os.Chmod would drop the sticky bit
 		return err
 	}
 	fd := func(f *os.File) string { return "/proc/self/fd/" + strconv.Itoa(int(f.Fd())) }

@@ -170,6 +170,7 @@ func TestHostileHostReadOnly(t *testing.T) {
 	script := connectEnv + `=1 ` + self + ` ` + strings.Join(socks, " ") + `
 for p in ` + strings.Join(targets, " ") + `; do echo x 2>&1 >"$p" | grep -q 'Read-only file system' && echo "refused $p"; done
 echo x > ` + hostTmp + ` && echo tmp-ok
+stat -c '%a %n' /tmp /dev/shm
 t=$(mktemp) && echo y > "$t" && cp "$t" "$t.2" && cat "$t.2" && rm "$t" "$t.2"
 echo shared > ` + shared + `/file && echo rw-ok
 echo ws > new && echo ws-ok
@@ -209,7 +210,7 @@ echo x > ` + filepath.Dir(shared) + `/outside-rw 2>/dev/null; true`
 	for _, p := range targets {
 		want += "refused " + p + "\n"
 	}
-	want += "tmp-ok\ny\nrw-ok\nws-ok\n"
+	want += "tmp-ok\n1777 /tmp\n1777 /dev/shm\ny\nrw-ok\nws-ok\n"
 	if got := string(outb[:n]); got != want {
 		t.Errorf("agent printed\n%s\nwant\n%s", got, want)
 	}
