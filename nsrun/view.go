@@ -417,7 +417,7 @@ func mountPoints(infos []*mountinfo.Info) []string {
 }
 
 // ErrWritable is wrapped by the errors of CheckWritable.
-var ErrWritable = errors.New("bad writable path")
+var ErrWritable = errors.New("writable path (--rw)")
 
 // CheckWritable checks the host paths the agent may write (--rw) before
 // anything starts, and returns them with symlinks resolved. Each must exist;
