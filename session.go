@@ -298,6 +298,11 @@ func kernelFeatures(f probe.Features) attest.Kernel {
 
 func (s *session) run() (*RunResult, error) {
 	id := attest.NewSessionID()
+	lock, err := lockWorkspace(s.cfg.StateDir, s.ws, s.lower, id)
+	if err != nil {
+		return nil, &SetupError{err}
+	}
+	defer lock.release()
 	dir, err := createSession(s.cfg.StateDir, id)
 	if err != nil {
 		return nil, &SetupError{err}

@@ -230,10 +230,25 @@ func Apply(out string, opt ApplyOptions) (*attest.Statement, error) {
 	if err != nil {
 		return nil, err
 	}
+	lock, err := s.lock()
+	if err != nil {
+		return s.st, err
+	}
+	defer lock.release()
 	if b := blocked(s.st); len(b) > 0 && !opt.Force {
 		return s.st, fmt.Errorf("the sweep could not revert %s: apply with --force to apply them anyway", strings.Join(b, ", "))
 	}
 	return s.st, s.apply(out, opt)
+}
+
+// lock takes the lock of the session's workspace for an apply, so no run
+// and no other apply changes it meanwhile.
+func (s *staged) lock() (*workspaceLock, error) {
+	st, err := linux.Lstat(unix.AT_FDCWD, s.rec.Workspace)
+	if err != nil {
+		return nil, fmt.Errorf("workspace %q: %w", s.rec.Workspace, err)
+	}
+	return lockWorkspace(filepath.Dir(filepath.Dir(string(s.dir))), s.rec.Workspace, st, s.rec.ID)
 }
 
 func (s *staged) apply(out string, opt ApplyOptions) error {
