@@ -136,3 +136,15 @@ func (l *workspaceLock) release() {
 	l.f.Close()
 	l.f = nil
 }
+
+// running reports whether a live workspace lock names session id: its
+// supervisor (or an apply of it) is alive.
+func running(stateDir, id string) bool {
+	names, _ := filepath.Glob(filepath.Join(stateDir, locksDir, "*.lock"))
+	for _, p := range names {
+		if r, live := readLock(p); live && r.Session == id {
+			return true
+		}
+	}
+	return false
+}

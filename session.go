@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 	"github.com/layerseal/layerseal/internal/linux"
 	"github.com/layerseal/layerseal/nsrun"
 	"github.com/layerseal/layerseal/overlay"
+	"github.com/layerseal/layerseal/policy"
 	"github.com/layerseal/layerseal/probe"
 )
 
@@ -108,12 +110,14 @@ type session struct {
 	ws       string // absolute, symlinks resolved
 	out      string
 	dir      sessionDir
+	rec      sessionRecord // written with the launch record
 	features probe.Features
 	lower    linux.Stat
 	submount []attest.Reason
 	launch   []byte
 	log      func(format string, args ...any)
 	cp       *checkpointer // the session's checkpoints, once the agent ran
+	intr     *interrupts   // the supervisor's interrupts, once the agent started
 }
 
 func prepare(cfg RunConfig) (*session, error) {
@@ -184,14 +188,23 @@ func fillPolicy(p attest.Policy) attest.Policy {
 	if p.MaxDirEntries == 0 {
 		p.MaxDirEntries = DefaultPolicy.MaxDirEntries
 	}
+	// The workspace's policy file is protected whether or not it exists:
+	// an agent must not write the next session's policy.
+	if !slices.Contains(p.Protect, attest.Path(policy.FileName)) {
+		p.Protect = append(slices.Clip(p.Protect), attest.Path(policy.FileName))
+	}
 	return p
 }
 
-// RequireRoot fails unless the process runs as root, which a session needs
-// to mount an overlay in a new mount namespace.
+// ErrNeedsRoot is wrapped by the error of anything that needs root: a
+// session mounts an overlay in a new mount namespace, and its state dir is
+// root's alone.
+var ErrNeedsRoot = errors.New("needs root")
+
+// RequireRoot fails with ErrNeedsRoot unless the process runs as root.
 func RequireRoot() error {
 	if os.Geteuid() != 0 {
-		return errors.New("layerseal run needs root: it mounts an overlay in a new mount namespace")
+		return fmt.Errorf("layerseal %w: sessions mount an overlay in a new mount namespace and keep their state where only root can reach it", ErrNeedsRoot)
 	}
 	return nil
 }
@@ -340,6 +353,8 @@ func (s *session) run() (*RunResult, error) {
 		s.dropEmpty()
 		return nil, &SetupError{err}
 	}
+	s.intr = s.watchInterrupts(r.Kill)
+	defer s.intr.end()
 	if err := r.Go(); err != nil {
 		cps.end()
 		r.Abort()
@@ -348,7 +363,7 @@ func (s *session) run() (*RunResult, error) {
 	}
 	res, err := r.Wait()
 	s.cp = cps.end()
-	if err != nil {
+	if _, killed := s.intr.signal(); err != nil && !killed {
 		// The agent ran but the supervisor lost track of its end: attest
 		// what is there, and say so.
 		s.log("%v", err)
@@ -365,6 +380,7 @@ func (s *session) dropEmpty() {
 }
 
 func (s *session) writeLaunch(id string, ready nsrun.Ready) error {
+	launched := linux.CoarseNow()
 	lr := &attest.LaunchRecord{
 		SessionID:   id,
 		Workspace:   attest.Bytes(s.ws),
@@ -383,8 +399,9 @@ func (s *session) writeLaunch(id string, ready nsrun.Ready) error {
 	if err != nil {
 		return fmt.Errorf("sign launch record: %w", err)
 	}
-	rec := sessionRecord{ID: id, Workspace: s.ws, Out: s.out, PublicKey: s.cfg.Key.Public()}
-	if err := s.dir.writeRecord(rec); err != nil {
+	s.rec = sessionRecord{ID: id, Workspace: s.ws, Out: s.out, PublicKey: s.cfg.Key.Public(),
+		Launched: launched.UnixNano(), Started: lr.Started}
+	if err := s.dir.writeRecord(s.rec); err != nil {
 		return err
 	}
 	if err := writeFileAtomic(filepath.Join(string(s.dir), LaunchFile), b, 0o600); err != nil {
@@ -412,7 +429,13 @@ func (s *session) finish(id string, res nsrun.Result, lostEnd bool) (*RunResult,
 		reasons = append(reasons, attest.Reason{Code: attest.CapSysAdmin,
 			Detail: "the agent held CAP_SYS_ADMIN and could rearrange its mounts"})
 	}
-	if lostEnd {
+	_, killed := s.intr.signal()
+	switch {
+	case killed:
+		out.Exit = attest.Exit{Code: 128 + int(unix.SIGKILL), Signal: "SIGKILL"}
+		reasons = append(reasons, attest.Reason{Code: attest.UnobservedEnd,
+			Detail: "a second Ctrl-C stopped the run: the agent's namespace was killed (SIGKILL) before it could report how the agent ended or audit its mounts"})
+	case lostEnd:
 		reasons = append(reasons, attest.Reason{Code: attest.UnobservedEnd,
 			Detail: "the supervisor did not observe the end of the run"})
 	}
@@ -435,6 +458,9 @@ func (s *session) finish(id string, res nsrun.Result, lostEnd bool) (*RunResult,
 	st.Incomplete = sortReasons(append(reasons, st.Incomplete...))
 	if err := sweep(s.dir.upper(), s.dir.work(), s.ws, s.cfg.Policy, !s.features.StatxMountID.OK(), st); err != nil {
 		return out, fmt.Errorf("sweep protected paths: %w; the change set is kept in %s", err, s.dir)
+	}
+	if c := conflicts(s.ws, statementPaths(st), time.Unix(0, s.rec.Launched)); len(c) > 0 {
+		st.Incomplete = sortReasons(append(st.Incomplete, conflictReasons(c)...))
 	}
 	b, err := attest.SignStatement(s.cfg.Key, st)
 	if err != nil {

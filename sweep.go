@@ -73,3 +73,20 @@ func blocked(st *attest.Statement) []string {
 func under(p, dir attest.Path) bool {
 	return p == dir || strings.HasPrefix(string(p), string(dir)+"/")
 }
+
+// GitChanges counts the entries of st's change set after the sweep that
+// lie in the workspace's .git when the sweep found violations, and is 0
+// otherwise: a commit the agent made can carry a protected file's content
+// into the repository although the sweep reverted the file itself.
+func GitChanges(st *attest.Statement) int {
+	if len(st.Violations) == 0 {
+		return 0
+	}
+	n := 0
+	for _, e := range st.AppliedEntries() {
+		if under(e.Path, ".git") {
+			n++
+		}
+	}
+	return n
+}

@@ -96,6 +96,12 @@ const (
 	CapSysAdmin   Code = "cap-sys-admin"   // the agent held CAP_SYS_ADMIN and could rearrange its mounts
 	UnobservedEnd Code = "unobserved-end"  // the supervisor did not observe the end of the run
 	Unstable      Code = "unstable"        // a file changed while a checkpoint hashed it (the agent was running)
+	// Conflict: the workspace entry at the path (or its directory, for an
+	// entry created or removed) changed after the launch, by someone other
+	// than the agent: its "old" state is what the workspace held when it
+	// was read, not necessarily the launch-time state, and applying would
+	// overwrite that edit.
+	Conflict Code = "conflict"
 )
 
 // Reason is one place a statement could not look.

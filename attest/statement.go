@@ -30,7 +30,8 @@ const StatementSubject = "workspace-changes"
 //	incomplete       array of {"code", "path" (omitted when empty), "detail" (Bytes text)}
 //	changes          array of entries, sorted by path bytes, paths unique:
 //	                 {"path", "change", "old" (omitted for added), "new" (omitted for deleted)}
-//	exit             {"code": number, "signal": string, omitted when empty}
+//	exit             {"code": number, "signal": string, omitted when empty,
+//	                 "unknown": true, only when the status is not known (code 0)}
 //	ended            RFC 3339 UTC time with nanoseconds, trailing zeros dropped
 //	stats            {"upper_entries","lower_entries","bytes_hashed": decimal strings}
 //	checkpoint_head  SHA-256 of the last checkpoint's envelope file, lowercase hex;
@@ -86,6 +87,20 @@ type Statement struct {
 type Exit struct {
 	Code   int
 	Signal string // signal name such as "SIGKILL"; empty unless killed by one
+	// Unknown: no one saw how the agent ended (a statement made by
+	// recover); Code is then 0 and Signal empty.
+	Unknown bool
+}
+
+// String is the exit as a person reads it: "0", "130 (SIGINT)", "unknown".
+func (e Exit) String() string {
+	switch {
+	case e.Unknown:
+		return "unknown"
+	case e.Signal != "":
+		return fmt.Sprintf("%d (%s)", e.Code, e.Signal)
+	}
+	return fmt.Sprint(e.Code)
 }
 
 // Stats counts the work behind a statement.
@@ -149,8 +164,9 @@ type xattrJSON struct {
 }
 
 type exitJSON struct {
-	Code   int    `json:"code"`
-	Signal string `json:"signal,omitempty"`
+	Code    int    `json:"code"`
+	Signal  string `json:"signal,omitempty"`
+	Unknown bool   `json:"unknown,omitempty"`
 }
 
 type statsJSON struct {
@@ -216,7 +232,7 @@ func (st *Statement) toJSON() *statementJSON {
 		Complete:       st.Complete,
 		Incomplete:     make([]reasonJSON, len(st.Incomplete)),
 		Changes:        make([]entryJSON, len(st.Entries)),
-		Exit:           exitJSON{Code: st.Exit.Code, Signal: st.Exit.Signal},
+		Exit:           exitJSON{Code: st.Exit.Code, Signal: st.Exit.Signal, Unknown: st.Exit.Unknown},
 		Ended:          formatTime(st.Ended),
 		Stats:          statsJSON(st.Stats),
 		CheckpointHead: hexOrEmpty(st.CheckpointHead),
@@ -247,7 +263,7 @@ func (j *statementJSON) fromJSON() (*Statement, error) {
 		Workspace: j.Workspace,
 		Count:     j.Count,
 		Complete:  j.Complete,
-		Exit:      Exit{Code: j.Exit.Code, Signal: j.Exit.Signal},
+		Exit:      Exit{Code: j.Exit.Code, Signal: j.Exit.Signal, Unknown: j.Exit.Unknown},
 		Stats:     Stats(j.Stats),
 
 		Excluded:     excludedFromJSON(j.Excluded),
@@ -309,7 +325,7 @@ var knownCodes = map[Code]bool{
 	NoMountID: true, OtherMount: true, Submount: true, Unreadable: true, Vanished: true,
 	DigestCap: true, EntryBudget: true, TimeBudget: true, DirEntryLimit: true, RootMissing: true,
 	LowerChanged: true, AgentMount: true, AgentOutlived: true, CapSysAdmin: true, UnobservedEnd: true,
-	Unstable: true,
+	Unstable: true, Conflict: true,
 }
 
 var knownTypes = map[Type]bool{
@@ -475,6 +491,9 @@ func (st *Statement) validate() error {
 			strings.ContainsFunc(st.Exit.Signal, func(r rune) bool { return r <= 0x20 || r >= 0x7F }) {
 			return fmt.Errorf("exit signal %q is not a signal name", st.Exit.Signal)
 		}
+	}
+	if st.Exit.Unknown && (st.Exit.Code != 0 || st.Exit.Signal != "") {
+		return fmt.Errorf("exit unknown with code %d and signal %q", st.Exit.Code, st.Exit.Signal)
 	}
 	if st.Exit.Code < math.MinInt32 || st.Exit.Code > math.MaxInt32 {
 		return fmt.Errorf("exit code %d out of range", st.Exit.Code)

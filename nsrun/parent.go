@@ -265,3 +265,10 @@ func (r *Run) Wait() (Result, error) {
 	}
 	return *m.Result, nil
 }
+
+// Kill kills init, and with it everything in the agent's namespaces, at
+// once and without waiting: a Wait in progress then returns an error, as
+// init can no longer report the agent's end.
+func (r *Run) Kill() error {
+	return r.cmd.Process.Kill()
+}

@@ -24,8 +24,12 @@ const MaxConfigSize = 1 << 20
 
 // Apply modes.
 const (
-	ApplyAuto  = "auto"  // apply the swept change set when the agent is done
-	ApplyStage = "stage" // keep it staged for review
+	// ApplyAuto applies the swept change set when the agent is done, but
+	// stages it when the run had violations, the agent exited non-zero or
+	// a signal ended it.
+	ApplyAuto   = "auto"
+	ApplyStage  = "stage"  // keep it staged for review
+	ApplyAlways = "always" // apply it whatever the run's outcome
 )
 
 // Config is a parsed layerseal.yaml:
@@ -36,7 +40,7 @@ const (
 //	max_entries_per_dir: 10000
 //	budget: {entries: 1000000, time: 10m}
 //	checkpoint_every: 0s        # Go duration; 0 disables interval checkpoints
-//	apply: auto                 # auto | stage
+//	apply: auto                 # auto | stage | always
 //
 // Every key is optional; zero values mean layerseal's defaults. Unknown or
 // repeated keys, values of the wrong kind, negative limits and globs that
@@ -49,7 +53,7 @@ type Config struct {
 	Entries          int64         // budget.entries
 	Time             time.Duration // budget.time
 	CheckpointEvery  time.Duration
-	Apply            string // ApplyAuto (also when not given) or ApplyStage
+	Apply            string // ApplyAuto (also when not given), ApplyStage or ApplyAlways
 	// Digest is the SHA-256 of the file's bytes; nil for a config that was
 	// not read from a file.
 	Digest []byte
@@ -184,10 +188,10 @@ func Parse(name string, data []byte) (*Config, error) {
 	c.CheckpointEvery = f.CheckpointEvery.d
 	switch f.Apply {
 	case "", ApplyAuto:
-	case ApplyStage:
-		c.Apply = ApplyStage
+	case ApplyStage, ApplyAlways:
+		c.Apply = f.Apply
 	default:
-		return nil, fmt.Errorf("config %q: apply %q: want %q or %q", name, f.Apply, ApplyAuto, ApplyStage)
+		return nil, fmt.Errorf("config %q: apply %q: want %q, %q or %q", name, f.Apply, ApplyAuto, ApplyStage, ApplyAlways)
 	}
 	return c, nil
 }

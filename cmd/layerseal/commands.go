@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"github.com/urfave/cli/v3"
 
@@ -49,7 +50,7 @@ func runCommand() *cli.Command {
 			&cli.StringFlag{Name: "workspace", Usage: "directory the agent may change"},
 			&cli.StringFlag{Name: "key", Usage: "signing key (from keygen)"},
 			&cli.StringFlag{Name: "out", Usage: "output dir for launch.json and statement.json"},
-			&cli.StringFlag{Name: "state-dir", Value: layerseal.DefaultStateDir, Usage: "where upper layers are kept (root only)"},
+			stateDirFlag(),
 			&cli.StringFlag{Name: "user", Usage: "run the agent as `USER[:GROUP]` (names or numeric ids)"},
 			&cli.StringSliceFlag{Name: "env", Usage: "set `NAME=VALUE` in the agent's environment (repeatable)"},
 			&cli.StringFlag{Name: "cwd", Usage: "agent's working directory (default: the workspace)"},
@@ -89,6 +90,9 @@ func runCommand() *cli.Command {
 				fmt.Fprintf(os.Stderr, "layerseal: incomplete: %s\n", reasonText(r))
 			}
 			reportPolicy(st)
+			if n := layerseal.GitChanges(st); n > 0 {
+				fmt.Fprintf(os.Stderr, "layerseal: warning: %s\n", strings.Replace(gitWarning(n), "OUT", cmd.String("out"), 1))
+			}
 			if !res.Applied {
 				fmt.Fprintf(os.Stderr, "layerseal: staged, not applied: `layerseal diff %s` shows it; `layerseal apply %s` or `layerseal discard %s`\n",
 					cmd.String("out"), cmd.String("out"), cmd.String("out"))
@@ -120,6 +124,9 @@ func runConfig(cmd *cli.Command) (layerseal.RunConfig, error) {
 		p, err := readProcess(f)
 		if err != nil {
 			return cfg, exitWith(exitSetup, err)
+		}
+		if len(args) > 0 && len(p.Args) > 0 {
+			return cfg, usageErr("run: --process %q already names the agent's command (its \"args\"): give no command after --, or leave \"args\" out of the file", f)
 		}
 		if len(args) > 0 {
 			p.Args = args
@@ -176,8 +183,8 @@ func runConfig(cmd *cli.Command) (layerseal.RunConfig, error) {
 	} else if every > 0 {
 		policy.CheckpointEvery = every
 	}
-	if err := layerseal.RequireRoot(); err != nil {
-		return cfg, exitWith(exitSetup, err)
+	if err := needRoot("run"); err != nil {
+		return cfg, err
 	}
 	signer, err := attest.LoadPrivateKey(cmd.String("key"))
 	if err != nil {
@@ -198,7 +205,10 @@ func runConfig(cmd *cli.Command) (layerseal.RunConfig, error) {
 	}, nil
 }
 
-// readProcess reads an OCI runtime-spec process object, strictly.
+// readProcess reads an OCI runtime-spec process object, strictly. What it
+// leaves out is what a command line gets: without "capabilities", the
+// default set for its user (layerseal.DefaultProcess: no CAP_SYS_ADMIN);
+// without "noNewPrivileges", true.
 func readProcess(path string) (specs.Process, error) {
 	var p specs.Process
 	b, err := os.ReadFile(path)
@@ -207,6 +217,17 @@ func readProcess(path string) (specs.Process, error) {
 	}
 	if err := json.Unmarshal(b, &p, json.RejectUnknownMembers(true)); err != nil {
 		return p, fmt.Errorf("process file %q: %w", path, err)
+	}
+	var given map[string]jsontext.Value
+	if err := json.Unmarshal(b, &given); err != nil {
+		return p, fmt.Errorf("process file %q: %w", path, err)
+	}
+	def := layerseal.DefaultProcess(p.Args, p.User.UID, p.User.GID)
+	if _, ok := given["capabilities"]; !ok {
+		p.Capabilities = def.Capabilities
+	}
+	if _, ok := given["noNewPrivileges"]; !ok {
+		p.NoNewPrivileges = true
 	}
 	return p, nil
 }

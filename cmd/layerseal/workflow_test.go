@@ -2,12 +2,15 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/go-json-experiment/json"
 
 	"github.com/layerseal/layerseal/attest"
 )
@@ -115,5 +118,294 @@ func TestRunWorkspaceLocked(t *testing.T) {
 	}
 	if code, log := e.run(filepath.Join(e.dir, "third"), "echo third > README.md"); code != 0 {
 		t.Errorf("a run after the first ended: exit %d\n%s", code, log)
+	}
+}
+
+func readString(t *testing.T, p string) string {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// TestConflictNotOverwritten: a user's edit to the workspace while the
+// agent runs is a conflict: the statement lists it (incomplete, code
+// conflict), the automatic apply applies nothing and keeps the change set
+// staged naming the path, `apply` refuses the same way, and `apply --skip`
+// applies the rest, leaving the edit alone.
+func TestConflictNotOverwritten(t *testing.T) {
+	e := newEnv(t)
+	write(t, e.ws, map[string]string{"README.md": "launch\n", "other.txt": "o\n"})
+	out := filepath.Join(e.dir, "run")
+	b := e.runBackground(out, "", "echo agent > README.md; echo agent > other.txt")
+	if err := os.WriteFile(filepath.Join(e.ws, "README.md"), []byte("user edit\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, log := b.finish(t)
+	if code != 0 || !strings.Contains(log, `"README.md"`) || !strings.Contains(log, "staged") {
+		t.Fatalf("run with a conflict: exit %d, want 0 naming README.md as staged\n%s", code, log)
+	}
+	if got := readString(t, filepath.Join(e.ws, "README.md")); got != "user edit\n" {
+		t.Errorf("README.md after the run: %q: the user's edit was overwritten", got)
+	}
+	if got := readString(t, filepath.Join(e.ws, "other.txt")); got != "o\n" {
+		t.Errorf("other.txt after a run with a conflict: %q, want it staged, not applied", got)
+	}
+	got := e.show(filepath.Join(out, "statement.json"))
+	found := false
+	for _, r := range got.Incomplete {
+		found = found || r.Code == attest.Conflict && r.Path == "README.md"
+	}
+	if !found || got.Complete {
+		t.Errorf("the statement does not list the conflict: %+v", got.Incomplete)
+	}
+	msg := e.mustCLI(1, "apply", "--state-dir", e.state, out)
+	if !strings.Contains(msg, `"README.md"`) || !strings.Contains(msg, "--skip") {
+		t.Errorf("apply over a conflict: %s", msg)
+	}
+	e.mustCLI(1, "apply", "--skip", "--state-dir", e.state, out, "no-such-path")
+	e.mustCLI(0, "apply", "--skip", "--state-dir", e.state, out, "README.md")
+	if got := readString(t, filepath.Join(e.ws, "README.md")); got != "user edit\n" {
+		t.Errorf("README.md after apply --skip: %q", got)
+	}
+	if got := readString(t, filepath.Join(e.ws, "other.txt")); got != "agent\n" {
+		t.Errorf("other.txt after apply --skip: %q", got)
+	}
+}
+
+// TestConflictWhileStaged: edits made while a change set is staged (an
+// edit in place, a removal, a `git status` rewriting .git/index) are
+// conflicts apply refuses; `apply --force PATH` overwrites just the named
+// ones.
+func TestConflictWhileStaged(t *testing.T) {
+	e := newEnv(t)
+	write(t, e.ws, map[string]string{"a.txt": "a\n", "gone.txt": "g\n", ".git/index": "i1", "keep.txt": "k\n"})
+	out, _ := e.stagedRun("s", "echo agent > a.txt; echo agent > gone.txt; echo i2 > .git/index; echo agent > keep.txt")
+	// Same size, and the old mtime put back: only the ctime tells.
+	if err := os.WriteFile(filepath.Join(e.ws, "a.txt"), []byte("u\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	old := time.Date(2020, 1, 2, 3, 4, 5, 6000, time.UTC)
+	if err := os.Chtimes(filepath.Join(e.ws, "a.txt"), old, old); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(e.ws, "gone.txt")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(e.ws, ".git/index"), []byte("i3"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	msg := e.mustCLI(1, "apply", "--state-dir", e.state, out)
+	for _, p := range []string{`"a.txt"`, `"gone.txt"`, `".git/index"`} {
+		if !strings.Contains(msg, p) {
+			t.Errorf("apply does not name %s:\n%s", p, msg)
+		}
+	}
+	if strings.Contains(msg, "keep.txt") {
+		t.Errorf("apply names keep.txt, which nobody else changed:\n%s", msg)
+	}
+	if got := readString(t, filepath.Join(e.ws, "keep.txt")); got != "k\n" {
+		t.Errorf("a refused apply applied keep.txt: %q", got)
+	}
+	msg = e.mustCLI(1, "apply", "--force", "--state-dir", e.state, out, ".git/index")
+	if !strings.Contains(msg, `"a.txt"`) || strings.Contains(msg, `".git/index"`) {
+		t.Errorf("apply --force .git/index:\n%s", msg)
+	}
+	e.mustCLI(0, "apply", "--force", "--state-dir", e.state, out, ".git/index", "a.txt", "gone.txt")
+	for p, want := range map[string]string{"a.txt": "agent\n", "gone.txt": "agent\n", ".git/index": "i2\n", "keep.txt": "agent\n"} {
+		if got := readString(t, filepath.Join(e.ws, p)); got != want {
+			t.Errorf("%s after apply --force: %q, want %q", p, got, want)
+		}
+	}
+}
+
+type sessionJSON struct {
+	ID      string        `json:"id"`
+	State   string        `json:"state"`
+	Ended   string        `json:"ended"`
+	Skipped []attest.Path `json:"skipped"`
+}
+
+func (e *env) sessions() map[string]sessionJSON {
+	e.t.Helper()
+	stdout := e.mustCLI(0, "sessions", "--json", "--state-dir", e.state)
+	var list []sessionJSON
+	if err := json.Unmarshal([]byte(stdout), &list, json.RejectUnknownMembers(false)); err != nil {
+		e.t.Fatalf("sessions --json: %v\n%s", err, stdout)
+	}
+	m := map[string]sessionJSON{}
+	for _, s := range list {
+		m[s.ID] = s
+	}
+	return m
+}
+
+// TestOutDirReuse: an output dir used again names its newest session, so
+// diff and discard never reach the older one; sessions are reachable by
+// id; `sessions` shows each one's state under a header.
+func TestOutDirReuse(t *testing.T) {
+	e := newEnv(t)
+	out := filepath.Join(e.dir, "reuse")
+	e.stagedRun("reuse", "echo one > one.txt")
+	first := e.sessionOf(out)
+	if d := e.mustCLI(0, "diff", "--state-dir", e.state, out); !strings.Contains(d, "A  one.txt") {
+		t.Fatalf("diff of the first session:\n%s", d)
+	}
+	e.mustCLI(0, "discard", "--state-dir", e.state, out)
+	if err := os.RemoveAll(out); err != nil {
+		t.Fatal(err)
+	}
+	e.stagedRun("reuse", "echo two > two.txt")
+	second := e.sessionOf(out)
+	d := e.mustCLI(0, "diff", "--state-dir", e.state, out)
+	if !strings.Contains(d, "A  two.txt") || strings.Contains(d, "one.txt") {
+		t.Errorf("diff of the reused output dir:\n%s", d)
+	}
+	if got := e.sessions(); got[first].State != "discarded" || got[second].State != "staged" {
+		t.Errorf("sessions: %+v", got)
+	}
+	list := e.mustCLI(0, "sessions", "--state-dir", e.state)
+	if !strings.HasPrefix(list, "ID") || !strings.Contains(list, "STATE") || !strings.Contains(list, "WORKSPACE") || !strings.Contains(list, second) {
+		t.Errorf("sessions:\n%s", list)
+	}
+	if msg := e.mustCLI(1, "apply", "--state-dir", e.state, first); !strings.Contains(msg, "already discarded") {
+		t.Errorf("apply of the discarded session by id: %s", msg)
+	}
+	e.mustCLI(0, "apply", "--state-dir", e.state, second)
+	if got := readString(t, filepath.Join(e.ws, "two.txt")); got != "two\n" {
+		t.Errorf("two.txt: %q", got)
+	}
+	if _, err := os.Lstat(filepath.Join(e.ws, "one.txt")); err == nil {
+		t.Error("the discarded session's one.txt was applied")
+	}
+	if got := e.sessions(); got[second].State != "applied" || got[second].Ended == "" {
+		t.Errorf("sessions after apply: %+v", got[second])
+	}
+}
+
+// shortState gives e a state dir with a short path: a session's control
+// socket path must fit a unix socket address.
+func (e *env) shortState() {
+	e.t.Helper()
+	short, err := os.MkdirTemp("/tmp", "ls")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { os.RemoveAll(short) })
+	e.state = short
+}
+
+// TestRecoverBindsCheckpoints: recover of a session that took checkpoints
+// binds their chain, so its statement verifies (exit 2: incomplete, with
+// unobserved-end), and says the agent's exit is unknown.
+func TestRecoverBindsCheckpoints(t *testing.T) {
+	e := newEnv(t)
+	e.shortState()
+	write(t, e.ws, map[string]string{"a.txt": "a\n"})
+	out := filepath.Join(e.dir, "run")
+	b := e.runBackground(out, "echo one > one.txt", "")
+	e.mustCLI(0, "checkpoint", "--state-dir", e.state, out)
+	if err := b.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	b.cmd.Wait()
+	e.mustCLI(0, "recover", "--key", e.key, "--state-dir", e.state, out)
+	code, stdout, stderr := e.cli("verify", "--key", e.pub, "--launch", filepath.Join(out, "launch.json"), filepath.Join(out, "statement.json"))
+	if code != exitIncomplete || !strings.Contains(stdout, "unobserved-end") || !strings.Contains(stdout, "1 checkpoint(s), bound") {
+		t.Errorf("verify after recover: exit %d, want %d with the chain bound\n%s%s", code, exitIncomplete, stdout, stderr)
+	}
+	js := e.mustCLI(0, "show", "--json", "--key", e.pub, filepath.Join(out, "statement.json"))
+	if !strings.Contains(js, `"unknown":true`) || strings.Contains(js, "SIGKILL") || strings.Contains(js, "137") {
+		t.Errorf("show --json of a recovered statement: the exit is not unknown:\n%s", js)
+	}
+}
+
+// TestPolicyStages: under the default `apply: auto`, a run with
+// violations, a non-zero exit or a signal is staged, not applied, and
+// says why; `apply: always` applies all the same. layerseal.yaml is
+// protected although the workspace has none, and .git changed in a run
+// with violations is called out.
+func TestPolicyStages(t *testing.T) {
+	e := newEnv(t)
+	write(t, e.ws, map[string]string{"a.txt": "a\n", ".git/HEAD": "ref: refs/heads/main\n"})
+	for _, c := range []struct {
+		name, script, config string
+		code                 int
+		applied              bool
+		want                 []string
+	}{
+		{"violation", "echo x > new.txt; echo 'apply: always' > layerseal.yaml; echo y > .git/HEAD", "", 0, false,
+			[]string{"protected path(s)", `rule "layerseal.yaml"`, "in .git"}},
+		{"exit", "echo x > new.txt; exit 3", "", 3, false, []string{"status 3", "staged"}},
+		{"signal", "echo x > new.txt; kill -TERM $$", "", 128 + 15, false, []string{"SIGTERM", "staged"}},
+		{"always", "echo x > new.txt; exit 3", "apply: always\n", 3, true, nil},
+		{"clean", "echo x > new.txt", "", 0, true, nil},
+	} {
+		os.Remove(filepath.Join(e.ws, "new.txt"))
+		var extra []string
+		if c.config != "" {
+			cfg := filepath.Join(e.dir, c.name+".yaml")
+			if err := os.WriteFile(cfg, []byte(c.config), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			extra = []string{"--config", cfg}
+		}
+		code, log := e.run(filepath.Join(e.dir, c.name), c.script, extra...)
+		if code != c.code {
+			t.Errorf("%s: exit %d, want %d\n%s", c.name, code, c.code, log)
+		}
+		_, err := os.Lstat(filepath.Join(e.ws, "new.txt"))
+		if applied := err == nil; applied != c.applied {
+			t.Errorf("%s: applied %t, want %t\n%s", c.name, applied, c.applied, log)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(log, w) {
+				t.Errorf("%s: the run does not say %q:\n%s", c.name, w, log)
+			}
+		}
+	}
+	if _, err := os.Lstat(filepath.Join(e.ws, "layerseal.yaml")); err == nil {
+		t.Error("the agent wrote layerseal.yaml into the workspace")
+	}
+}
+
+// TestProcessFileDefaults: a --process file that names no capabilities
+// gets the default set (no CAP_SYS_ADMIN) and no_new_privileges; one
+// that names a command, given with a command after -- too, is a usage
+// error.
+func TestProcessFileDefaults(t *testing.T) {
+	e := newEnv(t)
+	proc := filepath.Join(e.dir, "process.json")
+	if err := os.WriteFile(proc, []byte(`{"args": ["/bin/sh", "-c", "grep -E '^(CapEff|NoNewPrivs)' /proc/self/status > status"], "cwd": "/", "user": {"uid": 0, "gid": 0}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The process's cwd is "/": point it at the workspace.
+	b, _ := os.ReadFile(proc)
+	if err := os.WriteFile(proc, []byte(strings.Replace(string(b), `"cwd": "/"`, `"cwd": "`+e.ws+`"`, 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	base := []string{"run", "--workspace", e.ws, "--key", e.key, "--state-dir", e.state, "--process", proc}
+	if code, _, stderr := e.cli(append(base, "--out", filepath.Join(e.dir, "o1"), "--", "true")...); code != exitUsage || !strings.Contains(stderr, "--process") {
+		t.Errorf("--process naming a command, with a command: exit %d, want %d:\n%s", code, exitUsage, stderr)
+	}
+	if code, stdout, stderr := e.cli(append(base, "--out", filepath.Join(e.dir, "o2"))...); code != 0 {
+		t.Fatalf("run --process: exit %d\n%s%s", code, stdout, stderr)
+	}
+	status := readString(t, filepath.Join(e.ws, "status"))
+	var capEff uint64
+	var nnp int
+	for _, line := range strings.Split(status, "\n") {
+		if v, ok := strings.CutPrefix(line, "CapEff:"); ok {
+			fmt.Sscanf(strings.TrimSpace(v), "%x", &capEff)
+		}
+		if v, ok := strings.CutPrefix(line, "NoNewPrivs:"); ok {
+			fmt.Sscanf(strings.TrimSpace(v), "%d", &nnp)
+		}
+	}
+	const capSysAdmin = 21
+	if capEff&(1<<capSysAdmin) != 0 || capEff == 0 || nnp != 1 {
+		t.Errorf("agent of a --process file without capabilities: CapEff %#x, NoNewPrivs %d (want the default set without CAP_SYS_ADMIN, and 1)\n%s", capEff, nnp, status)
 	}
 }
