@@ -248,40 +248,50 @@ func (e *env) sessions() map[string]sessionJSON {
 func TestOutDirReuse(t *testing.T) {
 	e := newEnv(t)
 	out := filepath.Join(e.dir, "reuse")
-	e.stagedRun("reuse", "echo one > one.txt")
-	first := e.sessionOf(out)
-	if d := e.mustCLI(0, "diff", "--state-dir", e.state, out); !strings.Contains(d, "A  one.txt") {
-		t.Fatalf("diff of the first session:\n%s", d)
+	// Four sessions in one output dir: the lookup that took the first
+	// record found (by id order) reaches an older one in all but 1 in 24
+	// runs.
+	var ids []string
+	for i := range 4 {
+		if err := os.RemoveAll(out); err != nil {
+			t.Fatal(err)
+		}
+		e.stagedRun("reuse", fmt.Sprintf("echo %d > f%d.txt", i, i))
+		ids = append(ids, e.sessionOf(out))
+		d := e.mustCLI(0, "diff", "--state-dir", e.state, out)
+		if !strings.Contains(d, fmt.Sprintf("A  f%d.txt", i)) || strings.Count(d, "A  f") != 1 {
+			t.Fatalf("diff of the output dir used for the %d. time:\n%s", i+1, d)
+		}
+		if i < 3 {
+			e.mustCLI(0, "discard", "--state-dir", e.state, out)
+		}
 	}
-	e.mustCLI(0, "discard", "--state-dir", e.state, out)
-	if err := os.RemoveAll(out); err != nil {
-		t.Fatal(err)
-	}
-	e.stagedRun("reuse", "echo two > two.txt")
-	second := e.sessionOf(out)
-	d := e.mustCLI(0, "diff", "--state-dir", e.state, out)
-	if !strings.Contains(d, "A  two.txt") || strings.Contains(d, "one.txt") {
-		t.Errorf("diff of the reused output dir:\n%s", d)
-	}
-	if got := e.sessions(); got[first].State != "discarded" || got[second].State != "staged" {
-		t.Errorf("sessions: %+v", got)
+	got := e.sessions()
+	for i, id := range ids {
+		want := "discarded"
+		if i == 3 {
+			want = "staged"
+		}
+		if got[id].State != want {
+			t.Errorf("session %d (%s): state %q, want %q", i+1, id, got[id].State, want)
+		}
 	}
 	list := e.mustCLI(0, "sessions", "--state-dir", e.state)
-	if !strings.HasPrefix(list, "ID") || !strings.Contains(list, "STATE") || !strings.Contains(list, "WORKSPACE") || !strings.Contains(list, second) {
+	if !strings.HasPrefix(list, "ID") || !strings.Contains(list, "STATE") || !strings.Contains(list, "WORKSPACE") || !strings.Contains(list, ids[3]) {
 		t.Errorf("sessions:\n%s", list)
 	}
-	if msg := e.mustCLI(1, "apply", "--state-dir", e.state, first); !strings.Contains(msg, "already discarded") {
-		t.Errorf("apply of the discarded session by id: %s", msg)
+	if msg := e.mustCLI(1, "apply", "--state-dir", e.state, ids[0]); !strings.Contains(msg, "already discarded") {
+		t.Errorf("apply of a discarded session by id: %s", msg)
 	}
-	e.mustCLI(0, "apply", "--state-dir", e.state, second)
-	if got := readString(t, filepath.Join(e.ws, "two.txt")); got != "two\n" {
-		t.Errorf("two.txt: %q", got)
+	e.mustCLI(0, "apply", "--state-dir", e.state, ids[3])
+	if got := readString(t, filepath.Join(e.ws, "f3.txt")); got != "3\n" {
+		t.Errorf("f3.txt: %q", got)
 	}
-	if _, err := os.Lstat(filepath.Join(e.ws, "one.txt")); err == nil {
-		t.Error("the discarded session's one.txt was applied")
+	if _, err := os.Lstat(filepath.Join(e.ws, "f0.txt")); err == nil {
+		t.Error("a discarded session's f0.txt was applied")
 	}
-	if got := e.sessions(); got[second].State != "applied" || got[second].Ended == "" {
-		t.Errorf("sessions after apply: %+v", got[second])
+	if got := e.sessions(); got[ids[3]].State != "applied" || got[ids[3]].Ended == "" {
+		t.Errorf("sessions after apply: %+v", got[ids[3]])
 	}
 }
 
