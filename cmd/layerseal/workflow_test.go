@@ -6,13 +6,16 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/go-json-experiment/json"
+	"golang.org/x/sys/unix"
 
 	"github.com/layerseal/layerseal/attest"
+	"github.com/layerseal/layerseal/internal/treediff"
 )
 
 // background is a `layerseal run` left running until its agent is told to
@@ -32,6 +35,7 @@ func (e *env) runBackground(out, script, after string, extra ...string) *backgro
 	full := script + "\ntouch started\nwhile [ ! -e " + gate + " ]; do sleep 0.05; done\n" + after
 	args := append([]string{"run", "--workspace", e.ws, "--key", e.key, "--out", out, "--state-dir", e.state}, extra...)
 	args = append(args, "--", "/bin/sh", "-ec", full)
+	before, _ := filepath.Glob(filepath.Join(e.state, "sessions", "*", "upper", "started"))
 	cmd := exec.Command(os.Args[0], args...)
 	cmd.Env = append(os.Environ(), cliEnv+"=1")
 	b := &background{cmd: cmd, log: &bytes.Buffer{}, gate: gate}
@@ -46,7 +50,7 @@ func (e *env) runBackground(out, script, after string, extra ...string) *backgro
 		}
 	})
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if ups, _ := filepath.Glob(filepath.Join(e.state, "sessions", "*", "upper", "started")); len(ups) > 0 {
+		if ups, _ := filepath.Glob(filepath.Join(e.state, "sessions", "*", "upper", "started")); len(ups) > len(before) {
 			return b
 		}
 		if time.Now().After(deadline) {
@@ -417,5 +421,93 @@ func TestProcessFileDefaults(t *testing.T) {
 	const capSysAdmin = 21
 	if capEff&(1<<capSysAdmin) != 0 || capEff == 0 || nnp != 1 {
 		t.Errorf("agent of a --process file without capabilities: CapEff %#x, NoNewPrivs %d (want the default set without CAP_SYS_ADMIN, and 1)\n%s", capEff, nnp, status)
+	}
+}
+
+// sigintAtEnv: N, the test binary acting as layerseal apply sends itself
+// SIGINT before apply step N, as a Ctrl-C would.
+const sigintAtEnv = "LAYERSEAL_TEST_SIGINT_AT"
+
+func init() {
+	at, _ := strconv.Atoi(os.Getenv(sigintAtEnv))
+	if at <= 0 {
+		return
+	}
+	n := 0
+	applyProgress = func(string, attest.Path) {
+		if n++; n == at {
+			unix.Kill(os.Getpid(), unix.SIGINT)
+			time.Sleep(100 * time.Millisecond) // let the signal arrive
+		}
+	}
+}
+
+// TestInterruptRun: a Ctrl-C (SIGINT to the supervisor) is passed on to
+// the agent; a second one within 3 s kills the agent's namespace even
+// though the agent ignores both; the statement records the kill and the
+// change set is staged, not applied. An agent that a first Ctrl-C ends
+// gets its change set staged too.
+func TestInterruptRun(t *testing.T) {
+	e := newEnv(t)
+	e.shortState()
+	write(t, e.ws, map[string]string{"a.txt": "a\n"})
+	out := filepath.Join(e.dir, "twice")
+	b := e.runBackground(out, "trap '' INT TERM; echo x > new.txt", "sleep 1000")
+	b.cmd.Process.Signal(unix.SIGINT)
+	time.Sleep(500 * time.Millisecond)
+	if b.cmd.ProcessState != nil {
+		t.Fatalf("the run ended at the first Ctrl-C:\n%s", b.log)
+	}
+	b.cmd.Process.Signal(unix.SIGINT)
+	done := make(chan error, 1)
+	go func() { done <- b.cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("the run did not end after a second Ctrl-C:\n%s", b.log)
+	}
+	log := b.log.String()
+	if code := b.cmd.ProcessState.ExitCode(); code != 128+9 || !strings.Contains(log, "press it again") || !strings.Contains(log, "second Ctrl-C") || !strings.Contains(log, "staged") {
+		t.Errorf("run stopped by two Ctrl-Cs: exit %d, want %d, saying so:\n%s", code, 128+9, log)
+	}
+	if _, err := os.Lstat(filepath.Join(e.ws, "new.txt")); err == nil {
+		t.Error("the interrupted run's change set was applied")
+	}
+	js := e.mustCLI(0, "show", "--json", filepath.Join(out, "statement.json"))
+	if !strings.Contains(js, `"signal":"SIGKILL"`) || !strings.Contains(js, "second Ctrl-C") {
+		t.Errorf("the statement does not record the kill:\n%s", js)
+	}
+	if d := e.mustCLI(0, "diff", "--state-dir", e.state, out); !strings.Contains(d, "A  new.txt") {
+		t.Errorf("the staged change set:\n%s", d)
+	}
+
+	out = filepath.Join(e.dir, "once")
+	b = e.runBackground(out, "echo y > new2.txt", "exec sleep 1000")
+	b.cmd.Process.Signal(unix.SIGINT)
+	code, log := b.finish(t)
+	if code != 128+2 || !strings.Contains(log, "staged") {
+		t.Errorf("agent ended by a Ctrl-C: exit %d, want %d, staged:\n%s", code, 128+2, log)
+	}
+	if _, err := os.Lstat(filepath.Join(e.ws, "new2.txt")); err == nil {
+		t.Error("the change set of an agent ended by Ctrl-C was applied")
+	}
+}
+
+// TestInterruptApply: a Ctrl-C during `layerseal apply` stops it at the
+// next step with a message saying how to finish, and that finishes it.
+func TestInterruptApply(t *testing.T) {
+	e := newEnv(t)
+	write(t, e.ws, baseTree)
+	out, view := e.stagedRun("s", "for i in 1 2 3 4 5 6 7 8 9; do echo $i > n$i; done; rm del.txt; echo c > file.txt")
+	code, stdout, stderr := e.cliEnv([]string{sigintAtEnv + "=5"}, "apply", "--state-dir", e.state, out)
+	if code != exitFailed || !strings.Contains(stderr, "stopped part way") || !strings.Contains(stderr, "layerseal apply "+e.sessionOf(out)) {
+		t.Fatalf("apply interrupted: exit %d, want %d saying how to finish\n%s%s", code, exitFailed, stdout, stderr)
+	}
+	if d := treediff.Equal(view, e.manifest()); d == "" {
+		t.Fatal("the interrupted apply finished all the same")
+	}
+	e.mustCLI(0, "apply", "--state-dir", e.state, out)
+	if d := treediff.Equal(view, e.manifest()); d != "" {
+		t.Errorf("after the resumed apply: %s", d)
 	}
 }
