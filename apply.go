@@ -18,8 +18,7 @@ import (
 // applied.
 func (s *session) settle(env []byte, st *attest.Statement) (bool, error) {
 	if s.cfg.Policy.Apply == policy.ApplyStage {
-		s.log("the change set is staged: review it with `layerseal diff %s`, then `layerseal apply %s` or `layerseal discard %s`", s.out, s.out, s.out)
-		return false, nil
+		return false, nil // the caller says how to go on
 	}
 	if b := blocked(st); len(b) > 0 {
 		s.log("the sweep could not revert %v: the change set is staged, not applied", b)
@@ -39,7 +38,7 @@ func (s *session) settle(env []byte, st *attest.Statement) (bool, error) {
 	}
 	sg := &staged{dir: s.dir, rec: s.rec, env: env, st: st, launch: launch}
 	var changed *WorkspaceChangedError
-	if err := sg.apply(s.out, ApplyOptions{Stop: s.intr.stop}); errors.As(err, &changed) {
+	if err := sg.apply(s.out, ApplyOptions{Stop: s.intr.stop, Progress: s.cfg.Progress}); errors.As(err, &changed) {
 		s.log("%v", err)
 		return false, nil
 	} else if err != nil {

@@ -46,6 +46,11 @@ type RunConfig struct {
 	Stdin, Stdout, Stderr *os.File
 	// Log receives diagnostics (one line each); nil discards them.
 	Log io.Writer
+	// Progress, when set, is called once the agent ended: with "read"
+	// before the change set is read, "sweep" before protected paths are
+	// swept, "sign" before the statement is signed, then for each step of
+	// the apply (see ApplyOptions.Progress).
+	Progress func(step string, p attest.Path)
 }
 
 // RunResult is what a session produced.
@@ -359,6 +364,7 @@ func (s *session) run() (*RunResult, error) {
 		cps.end()
 		r.Abort()
 		s.dropEmpty()
+		s.dropLaunch()
 		return nil, &SetupError{err}
 	}
 	res, err := r.Wait()
@@ -369,6 +375,14 @@ func (s *session) run() (*RunResult, error) {
 		s.log("%v", err)
 	}
 	return s.finish(id, res, err != nil)
+}
+
+// dropLaunch removes what the session wrote to the output dir when the
+// agent never started (its command was not found): the output dir can be
+// used again.
+func (s *session) dropLaunch() {
+	os.Remove(filepath.Join(s.out, LaunchFile))
+	os.Remove(filepath.Join(s.out, CheckpointDir)) // only when empty
 }
 
 // dropEmpty removes the session dir when its upper layer is still empty
@@ -444,6 +458,11 @@ func (s *session) finish(id string, res nsrun.Result, lostEnd bool) (*RunResult,
 		reasons = append(reasons, attest.Reason{Code: attest.LowerChanged,
 			Detail: "the workspace directory is not the one the session started on"})
 	}
+	progress := s.cfg.Progress
+	if progress == nil {
+		progress = func(string, attest.Path) {}
+	}
+	progress("read", attest.Root)
 	known, head := s.cp.final()
 	st, err := attestUpper(s.dir.upper(), s.dir.work(), s.ws, s.cfg.Policy, !s.features.StatxMountID.OK(), known)
 	if err != nil {
@@ -456,12 +475,14 @@ func (s *session) finish(id string, res nsrun.Result, lostEnd bool) (*RunResult,
 	st.Launch = sha(s.launch)
 	st.Exit = out.Exit
 	st.Incomplete = sortReasons(append(reasons, st.Incomplete...))
+	progress("sweep", attest.Root)
 	if err := sweep(s.dir.upper(), s.dir.work(), s.ws, s.cfg.Policy, !s.features.StatxMountID.OK(), st); err != nil {
 		return out, fmt.Errorf("sweep protected paths: %w; the change set is kept in %s", err, s.dir)
 	}
 	if c := conflicts(s.ws, statementPaths(st), time.Unix(0, s.rec.Launched)); len(c) > 0 {
 		st.Incomplete = sortReasons(append(st.Incomplete, conflictReasons(c)...))
 	}
+	progress("sign", attest.Root)
 	b, err := attest.SignStatement(s.cfg.Key, st)
 	if err != nil {
 		return out, fmt.Errorf("sign statement: %w; the change set is kept in %s", err, s.dir)

@@ -140,7 +140,7 @@ func (r *Run) wait() error {
 // initError turns an error reported by init into a Go error.
 func initError(m message) error {
 	if m.NotFound {
-		return fmt.Errorf("%w: %s", ErrCommandNotFound, m.Error)
+		return notFound(m.Error)
 	}
 	return errors.New(m.Error)
 }

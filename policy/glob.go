@@ -45,7 +45,12 @@ func Compile(text string) (*Glob, error) {
 	case strings.HasPrefix(text, "/"):
 		return nil, fmt.Errorf("glob %q is absolute: globs are relative to the workspace root", text)
 	}
-	for _, c := range strings.Split(text, "/") {
+	// A trailing slash names a directory as a path does: "a/" is "a".
+	comps := strings.TrimSuffix(text, "/")
+	if comps == "" {
+		comps = text
+	}
+	for _, c := range strings.Split(comps, "/") {
 		switch {
 		case c == "":
 			return nil, fmt.Errorf("glob %q has an empty component: it can never match", text)

@@ -94,7 +94,9 @@ func applyCommand() *cli.Command {
 			// journaled: the error says how to finish it.
 			ctx, stop := signal.NotifyContext(ctx, unix.SIGINT, unix.SIGTERM, unix.SIGHUP)
 			defer stop()
-			opt := layerseal.ApplyOptions{StateDir: cmd.String("state-dir"), Progress: applyProgress, Stop: func() error {
+			prog := startProgress()
+			defer prog.end()
+			opt := layerseal.ApplyOptions{StateDir: cmd.String("state-dir"), Progress: progressFunc(prog), Stop: func() error {
 				if ctx.Err() != nil {
 					return layerseal.ErrInterruptedBySignal
 				}
@@ -109,6 +111,7 @@ func applyCommand() *cli.Command {
 				opt.Skip = paths
 			}
 			st, err := layerseal.Apply(cmd.Args().First(), opt)
+			prog.end()
 			if err != nil {
 				return exitWith(exitFailed, err)
 			}
@@ -163,9 +166,9 @@ func recoverCommand() *cli.Command {
 			if err := needRoot("recover"); err != nil {
 				return err
 			}
-			key, err := attest.LoadPrivateKey(cmd.String("key"))
+			key, err := loadPrivateKey(cmd.String("key"))
 			if err != nil {
-				return exitWith(exitFailed, err)
+				return err
 			}
 			out := cmd.Args().First()
 			st, err := layerseal.Recover(out, cmd.String("state-dir"), key)

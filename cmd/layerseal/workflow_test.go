@@ -14,8 +14,10 @@ import (
 	"github.com/go-json-experiment/json"
 	"golang.org/x/sys/unix"
 
+	"github.com/layerseal/layerseal"
 	"github.com/layerseal/layerseal/attest"
 	"github.com/layerseal/layerseal/internal/treediff"
+	"github.com/layerseal/layerseal/overlay"
 )
 
 // background is a `layerseal run` left running until its agent is told to
@@ -509,5 +511,137 @@ func TestInterruptApply(t *testing.T) {
 	e.mustCLI(0, "apply", "--state-dir", e.state, out)
 	if d := treediff.Equal(view, e.manifest()); d != "" {
 		t.Errorf("after the resumed apply: %s", d)
+	}
+}
+
+// TestMessages: what a new user meets says what happened and what to do.
+func TestMessages(t *testing.T) {
+	e := newEnv(t)
+	write(t, e.ws, map[string]string{"sub/f": "f"})
+	out := filepath.Join(e.dir, "o")
+	code, _, stderr := e.cli("run", "--workspace", e.ws, "--key", e.key, "--out", out, "--state-dir", e.state, "--", "./agent.sh")
+	if code != exitNotFound || strings.Count(stderr, "command not found") != 1 || !strings.Contains(stderr, `"./agent.sh"`) || !strings.Contains(stderr, "can be used again") {
+		t.Errorf("run -- ./agent.sh: exit %d, want %d with one clean message:\n%s", code, exitNotFound, stderr)
+	}
+	if code, log := e.run(out, "pwd > ../pwd.txt", "--cwd", "sub", "--digest-cap", "1GB"); code != 0 {
+		t.Errorf("the output dir of a command not found, used again (with --cwd sub, --digest-cap 1GB): exit %d\n%s", code, log)
+	}
+	if got := readString(t, filepath.Join(e.ws, "pwd.txt")); got != e.ws+"/sub\n" {
+		t.Errorf("--cwd sub: the agent ran in %q", got)
+	}
+	if code, _, stderr := e.cli("run", "--workspace", e.ws, "--key", e.pub, "--out", filepath.Join(e.dir, "o2"), "--state-dir", e.state, "--", "true"); code != exitUsage || !strings.Contains(stderr, "is a public key") {
+		t.Errorf("run --key KEY.pub: exit %d\n%s", code, stderr)
+	}
+	if code, _, stderr := e.cli("recover", "--key", e.pub, "--state-dir", e.state, out); code != exitUsage || !strings.Contains(stderr, "is a public key") {
+		t.Errorf("recover --key KEY.pub: exit %d\n%s", code, stderr)
+	}
+	_, log := e.run(filepath.Join(e.dir, "staged"), "echo x > x", "--stage")
+	if n := strings.Count(log, "layerseal diff"); n != 1 {
+		t.Errorf("run --stage says how to go on %d times:\n%s", n, log)
+	}
+	if code, stdout, _ := e.cli("--version"); code != 0 || !strings.Contains(stdout, layerseal.Version) || !strings.Contains(stdout, "module") {
+		t.Errorf("--version: exit %d: %q", code, stdout)
+	}
+	_, help, _ := e.cli("run", "--help")
+	for _, bad := range []string{"(default: 0)", "(default: 0s)", "--checkpoint-every layerseal"} {
+		if strings.Contains(help, bad) {
+			t.Errorf("run --help shows %q:\n%s", bad, help)
+		}
+	}
+	if !strings.Contains(help, fmt.Sprint(overlay.DefaultMaxEntries)) {
+		t.Errorf("run --help does not show the entry budget's default:\n%s", help)
+	}
+	_, kg, _ := e.cli("keygen", "--out", filepath.Join(e.dir, "k2"))
+	for _, want := range []string{"key id:", "private key:", "public key:"} {
+		if !strings.Contains(kg, want) {
+			t.Errorf("keygen output lacks %q:\n%s", want, kg)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(e.ws, "layerseal.yaml"), []byte("exclude: node_modules\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, log := e.run(filepath.Join(e.dir, "o3"), "true"); code != exitUsage || !strings.Contains(log, "line 1: want a list of globs") {
+		t.Errorf("exclude: node_modules: exit %d\n%s", code, log)
+	}
+}
+
+// stepDelayEnv: a duration the test binary acting as layerseal apply
+// waits before each apply step, so a small apply takes over a second.
+const stepDelayEnv = "LAYERSEAL_TEST_STEP_DELAY"
+
+func init() {
+	d, err := time.ParseDuration(os.Getenv(stepDelayEnv))
+	if err != nil || d <= 0 {
+		return
+	}
+	applyProgress = func(string, attest.Path) { time.Sleep(d) }
+}
+
+// openPTY returns the two ends of a new pseudo-terminal.
+func openPTY(t *testing.T) (master, slave *os.File) {
+	t.Helper()
+	m, err := os.OpenFile("/dev/ptmx", os.O_RDWR|unix.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.IoctlSetPointerInt(int(m.Fd()), unix.TIOCSPTLCK, 0); err != nil {
+		t.Fatal(err)
+	}
+	n, err := unix.IoctlGetInt(int(m.Fd()), unix.TIOCGPTN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|unix.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close(); s.Close() })
+	return m, s
+}
+
+// TestApplyProgress: an apply that takes over a second shows its progress
+// on a terminal, and nothing of it when stderr is not one.
+func TestApplyProgress(t *testing.T) {
+	e := newEnv(t)
+	script := "for i in 1 2 3 4 5 6 7 8 9 10 11 12; do echo $i > f$i; done"
+	outTTY, _ := e.stagedRun("tty", script)
+	master, slave := openPTY(t)
+	cmd := exec.Command(os.Args[0], "apply", "--state-dir", e.state, outTTY)
+	cmd.Env = append(os.Environ(), cliEnv+"=1", stepDelayEnv+"=30ms")
+	cmd.Stderr = slave
+	var stdout bytes.Buffer
+	cmd.Stdout = &stdout
+	var shown bytes.Buffer
+	read := make(chan struct{})
+	go func() {
+		defer close(read)
+		buf := make([]byte, 4096)
+		for {
+			n, err := master.Read(buf)
+			shown.Write(buf[:n])
+			if err != nil || strings.Contains(shown.String(), "applied") {
+				return
+			}
+		}
+	}()
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("apply on a terminal: %v\n%s\n%s", err, stdout.String(), shown.String())
+	}
+	select {
+	case <-read:
+	case <-time.After(5 * time.Second):
+	}
+	if !strings.Contains(shown.String(), "layerseal: applying: ") || !strings.Contains(shown.String(), "step(s)") {
+		t.Errorf("no progress on a terminal:\n%q", shown.String())
+	}
+	// The same without a terminal: no progress line.
+	if err := os.RemoveAll(e.ws); err != nil {
+		t.Fatal(err)
+	}
+	os.Mkdir(e.ws, 0o755)
+	outPipe, _ := e.stagedRun("pipe", script)
+	code, _, stderr := e.cliEnv([]string{stepDelayEnv + "=30ms"}, "apply", "--state-dir", e.state, outPipe)
+	if code != 0 || strings.Contains(stderr, "applying: ") || strings.Contains(stderr, "\r") {
+		t.Errorf("apply without a terminal: exit %d, stderr %q", code, stderr)
 	}
 }
