@@ -179,6 +179,16 @@ func TestConflictNotOverwritten(t *testing.T) {
 	if got := readString(t, filepath.Join(e.ws, "other.txt")); got != "agent\n" {
 		t.Errorf("other.txt after apply --skip: %q", got)
 	}
+	id := e.sessionOf(out)
+	if s := e.sessions()[id]; s.State != "applied" || len(s.Skipped) != 1 || s.Skipped[0] != "README.md" {
+		t.Errorf("sessions after apply --skip: %+v", s)
+	}
+	if list := e.mustCLI(0, "sessions", "--state-dir", e.state); !strings.Contains(list, "applied (partly)") {
+		t.Errorf("sessions does not say partly applied:\n%s", list)
+	}
+	if sh := e.mustCLI(0, "show", "--state-dir", e.state, filepath.Join(out, "statement.json")); !strings.Contains(sh, "partly applied: all but README.md") {
+		t.Errorf("show does not say partly applied:\n%s", sh)
+	}
 }
 
 // TestConflictWhileStaged: edits made while a change set is staged (an
@@ -643,5 +653,62 @@ func TestApplyProgress(t *testing.T) {
 	code, _, stderr := e.cliEnv([]string{stepDelayEnv + "=30ms"}, "apply", "--state-dir", e.state, outPipe)
 	if code != 0 || strings.Contains(stderr, "applying: ") || strings.Contains(stderr, "\r") {
 		t.Errorf("apply without a terminal: exit %d, stderr %q", code, stderr)
+	}
+}
+
+// TestShowReport: show and verify print the exit, each violation with rule
+// and action, each excluded subtree with counts, the counts to apply and
+// where the session stands, and the reasons; show --json carries them.
+func TestShowReport(t *testing.T) {
+	e := newEnv(t)
+	write(t, e.ws, map[string]string{"layerseal.yaml": "protected: [.env]\nexclude: [node_modules]\n", "a.txt": "a\n"})
+	out := filepath.Join(e.dir, "run")
+	if code, log := e.run(out, "echo S=1 > .env; mkdir -p node_modules/p; echo x > node_modules/p/i.js; echo new > new.txt"); code != 0 || !strings.Contains(log, "staged") {
+		t.Fatalf("run with a violation: exit %d, want 0 and staged\n%s", code, log)
+	}
+	statement := filepath.Join(out, "statement.json")
+	sh := e.mustCLI(0, "show", "--key", e.pub, "--state-dir", e.state, statement)
+	code, ver, stderr := e.cli("verify", "--key", e.pub, "--launch", filepath.Join(out, "launch.json"), "--state-dir", e.state, statement)
+	if code != wantVerifyExit(t) {
+		t.Fatalf("verify: exit %d\n%s%s", code, ver, stderr)
+	}
+	for _, want := range []string{"exit: 0", `violation: .env (rule ".env"): reverted`, "excluded: node_modules: 3 entries, 2 bytes",
+		"change set: 2 of 3 change(s) to apply after the sweep, and 1 excluded subtree(s); staged: 2 change(s) not applied yet"} {
+		if !strings.Contains(sh, "# "+want) {
+			t.Errorf("show lacks %q:\n%s", want, sh)
+		}
+		if !strings.Contains(ver, want) {
+			t.Errorf("verify lacks %q:\n%s", want, ver)
+		}
+	}
+	var js struct {
+		Exit       struct{ Code int } `json:"exit"`
+		Violations []struct {
+			Path   attest.Path   `json:"path"`
+			Rule   string        `json:"rule"`
+			Action attest.Action `json:"action"`
+		} `json:"violations"`
+		Excluded []struct {
+			Path    attest.Path `json:"path"`
+			Entries uint64      `json:"entries"`
+		} `json:"excluded"`
+		Count        uint64 `json:"count"`
+		AppliedCount uint64 `json:"applied_count"`
+		Session      struct {
+			State   string `json:"state"`
+			ToApply int    `json:"to_apply"`
+		} `json:"session"`
+	}
+	raw := e.mustCLI(0, "show", "--json", "--state-dir", e.state, statement)
+	if err := json.Unmarshal([]byte(raw), &js, json.RejectUnknownMembers(false)); err != nil {
+		t.Fatalf("show --json: %v\n%s", err, raw)
+	}
+	if len(js.Violations) != 1 || js.Violations[0].Rule != ".env" || js.Violations[0].Action != attest.Reverted ||
+		len(js.Excluded) != 1 || js.Excluded[0].Entries != 3 || js.Count != 3 || js.AppliedCount != 2 || js.Session.State != "staged" {
+		t.Errorf("show --json: %+v\n%s", js, raw)
+	}
+	e.mustCLI(0, "apply", "--state-dir", e.state, out)
+	if sh := e.mustCLI(0, "show", "--state-dir", e.state, statement); !strings.Contains(sh, "; applied: 2 change(s)") {
+		t.Errorf("show after apply:\n%s", sh)
 	}
 }
