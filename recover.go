@@ -37,6 +37,9 @@ func Recover(out, stateDir string, key *attest.Signer) (*attest.Statement, error
 	if err != nil {
 		return nil, err
 	}
+	if running(stateDir, rec.ID) {
+		return nil, fmt.Errorf("session %s is still running: its supervisor signs its statement when it ends (`layerseal sessions` shows it)", rec.ID)
+	}
 	if !bytes.Equal(rec.PublicKey, key.Public()) {
 		return nil, fmt.Errorf("key %s is not the key session %s was launched with", key.KeyID(), rec.ID)
 	}

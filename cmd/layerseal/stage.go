@@ -264,6 +264,9 @@ func writeStaged(w io.Writer, st *attest.Statement) {
 	for _, v := range st.Violations {
 		fmt.Fprintf(w, "# protected: %s (rule %q): %s\n", v.Path, v.Rule, v.Action)
 	}
+	if n := layerseal.GitChanges(st); n > 0 {
+		fmt.Fprintf(w, "# warning: %s\n", gitWarning(n))
+	}
 	for _, r := range st.Incomplete {
 		fmt.Fprintf(w, "# incomplete: %s\n", reasonText(r))
 	}
