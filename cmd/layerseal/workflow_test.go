@@ -219,6 +219,9 @@ func TestConflictWhileStaged(t *testing.T) {
 			t.Errorf("apply does not name %s:\n%s", p, msg)
 		}
 	}
+	if !strings.Contains(msg, "`git status` included") {
+		t.Errorf("apply does not say why .git/index changed:\n%s", msg)
+	}
 	if strings.Contains(msg, "keep.txt") {
 		t.Errorf("apply names keep.txt, which nobody else changed:\n%s", msg)
 	}
@@ -587,10 +590,16 @@ func init() {
 	applyProgress = func(string, attest.Path) { time.Sleep(d) }
 }
 
-// openPTY returns the two ends of a new pseudo-terminal.
+// openPTY returns the two ends of a new pseudo-terminal, from a private
+// devpts instance (a minimal guest need not have /dev/pts mounted).
 func openPTY(t *testing.T) (master, slave *os.File) {
 	t.Helper()
-	m, err := os.OpenFile("/dev/ptmx", os.O_RDWR|unix.O_NOCTTY, 0)
+	dir := t.TempDir()
+	if err := unix.Mount("devpts", dir, "devpts", 0, "newinstance,ptmxmode=0666,mode=0620"); err != nil {
+		t.Fatalf("mount a devpts instance: %v", err)
+	}
+	t.Cleanup(func() { unix.Unmount(dir, unix.MNT_DETACH) })
+	m, err := os.OpenFile(filepath.Join(dir, "ptmx"), os.O_RDWR|unix.O_NOCTTY, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -601,7 +610,7 @@ func openPTY(t *testing.T) (master, slave *os.File) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|unix.O_NOCTTY, 0)
+	s, err := os.OpenFile(filepath.Join(dir, strconv.Itoa(n)), os.O_RDWR|unix.O_NOCTTY, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
