@@ -75,6 +75,20 @@ type budgetYAML struct {
 	Time    duration `yaml:"time"`
 }
 
+func (b *budgetYAML) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.MappingNode {
+		return fmt.Errorf("line %d: budget takes a mapping such as {entries: 1000000, time: 10m}", n.Line)
+	}
+	// Node.Decode does not refuse unknown keys: check them here.
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if k := n.Content[i]; k.Value != "entries" && k.Value != "time" {
+			return fmt.Errorf("line %d: unknown key %q in budget (its keys are entries and time)", k.Line, k.Value)
+		}
+	}
+	type plain budgetYAML
+	return n.Decode((*plain)(b))
+}
+
 // count is a positive whole number, refused with its line otherwise.
 type count struct {
 	n   int64
@@ -225,7 +239,7 @@ func cleanYAMLError(err error) error {
 	}
 	for i, m := range msgs {
 		m = unknownField.ReplaceAllString(m, "unknown key \"$1\" (the keys are exclude, protected, digest_cap, max_entries_per_dir, budget (entries, time), checkpoint_every, apply)")
-		m = wrongKind.ReplaceAllString(m, "a $1 $2 is not what this key takes")
+		m = wrongKind.ReplaceAllString(m, "$2 is not a value this key takes")
 		msgs[i] = m
 	}
 	return errors.New(strings.Join(msgs, "; "))

@@ -179,7 +179,7 @@ func TestParseUserForms(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.DigestCap != 1e9 || c.Apply != ApplyAlways || len(c.Exclude) != 2 || !c.Exclude[0].Match("node_modules") {
+	if c.DigestCap != 1e9 || c.Apply != ApplyAlways || len(c.Exclude) != 2 || !c.Exclude[0].Match("node_modules") || Texts(c.Exclude)[0] != "node_modules" {
 		t.Errorf("parsed %+v", c)
 	}
 	for _, bad := range []struct{ yaml, want string }{
@@ -189,6 +189,8 @@ func TestParseUserForms(t *testing.T) {
 		{"budget:\n  entries: -5\n", `line 2: "-5": want a positive whole number`},
 		{"max_entries_per_dir: -1\n", "line 1:"},
 		{"protected: {a: b}\n", "line 1: want a list"},
+		{"budget: 5\n", "line 1: budget takes a mapping"},
+		{"budget: {entries: 5, tim: 3s}\n", `unknown key "tim" in budget`},
 	} {
 		_, err := Parse("layerseal.yaml", []byte(bad.yaml))
 		if err == nil || !strings.Contains(err.Error(), bad.want) || strings.Contains(err.Error(), "policy.") || strings.Contains(err.Error(), "int64") {
