@@ -18,7 +18,9 @@ import (
 // for an entry absent from the workspace (created by the agent, or removed
 // by someone else), the ctime of its nearest existing ancestor directory.
 // Nothing can set a ctime back, so an entry whose ctime is older than
-// since is as it was at since. It costs one statx per path plus at most
+// since is as it was at since. A ctime in whole seconds within since's
+// second counts as later too (a filesystem with one-second times cannot
+// say which). It costs one statx per path plus at most
 // one per distinct ancestor of an absent one: O(changes), never a walk of
 // the workspace. A workspace root that cannot be opened conflicts as a
 // whole.
@@ -29,14 +31,17 @@ func conflicts(ws string, paths []attest.Path, since time.Time) []attest.Path {
 	}
 	defer unix.Close(root)
 	limit := since.UnixNano()
+	second := limit - limit%int64(time.Second)
 	ancestor := map[attest.Path]bool{} // nearest-existing-ancestor results
-	var changedAt func(p attest.Path) (changed, exists bool)
-	changedAt = func(p attest.Path) (bool, bool) {
+	changedAt := func(p attest.Path) (bool, bool) {
 		st, err := statBeneath(root, p)
 		if err != nil {
 			return false, false
 		}
-		return st.CtimeNS >= limit, true
+		// A ctime in whole seconds may come from a filesystem that keeps
+		// no finer times: within the launch's second it may be later.
+		coarse := st.CtimeNS%int64(time.Second) == 0 && st.CtimeNS >= second
+		return st.CtimeNS >= limit || coarse, true
 	}
 	var out []attest.Path
 	for _, p := range paths {
