@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"strings"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/layerseal/layerseal/attest"
 	"github.com/layerseal/layerseal/policy"
 )
@@ -24,8 +22,8 @@ func (s *session) settle(env []byte, st *attest.Statement) (bool, error) {
 		s.log("the sweep could not revert %v: the change set is staged, not applied", b)
 		return false, nil
 	}
-	if sig, _ := s.intr.signal(); sig != nil {
-		s.log("the run was interrupted (%s): the change set is staged, not applied", unix.SignalName(sig.(unix.Signal)))
+	if st.Exit.Interrupt != "" {
+		s.log("the run was interrupted (%s): the change set is staged, not applied", st.Exit.Interrupt)
 		return false, nil
 	}
 	if why := holdBack(st); why != "" && s.cfg.Policy.Apply != policy.ApplyAlways {

@@ -443,10 +443,13 @@ func (s *session) finish(id string, res nsrun.Result, lostEnd bool) (*RunResult,
 		reasons = append(reasons, attest.Reason{Code: attest.CapSysAdmin,
 			Detail: "the agent held CAP_SYS_ADMIN and could rearrange its mounts"})
 	}
-	_, killed := s.intr.signal()
+	intr, killed := s.intr.signal()
+	if intr != nil {
+		out.Exit.Interrupt = unix.SignalName(intr.(unix.Signal))
+	}
 	switch {
 	case killed:
-		out.Exit = attest.Exit{Code: 128 + int(unix.SIGKILL), Signal: "SIGKILL"}
+		out.Exit = attest.Exit{Code: 128 + int(unix.SIGKILL), Signal: "SIGKILL", Interrupt: out.Exit.Interrupt}
 		reasons = append(reasons, attest.Reason{Code: attest.UnobservedEnd,
 			Detail: "a second Ctrl-C stopped the run: the agent's namespace was killed (SIGKILL) before it could report how the agent ended or audit its mounts"})
 	case lostEnd:

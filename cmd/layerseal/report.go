@@ -69,7 +69,7 @@ func reportJSON(st *attest.Statement, info *layerseal.SessionInfo) map[string]an
 		vs = append(vs, violationJSON(v))
 	}
 	m := map[string]any{
-		"exit":          map[string]any{"code": st.Exit.Code, "signal": st.Exit.Signal, "unknown": st.Exit.Unknown},
+		"exit":          map[string]any{"code": st.Exit.Code, "signal": st.Exit.Signal, "unknown": st.Exit.Unknown, "interrupt": st.Exit.Interrupt},
 		"violations":    vs,
 		"excluded":      xs,
 		"count":         st.Count,

@@ -292,7 +292,7 @@ func showJSON(st *attest.Statement, verified bool) map[string]any {
 		"complete":   st.Complete,
 		"incomplete": reasonsJSON(st.Incomplete),
 		"changes":    changes,
-		"exit":       map[string]any{"code": st.Exit.Code, "signal": st.Exit.Signal, "unknown": st.Exit.Unknown},
+		"exit":       map[string]any{"code": st.Exit.Code, "signal": st.Exit.Signal, "unknown": st.Exit.Unknown, "interrupt": st.Exit.Interrupt},
 	}
 }
 

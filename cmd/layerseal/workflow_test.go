@@ -489,7 +489,7 @@ func TestInterruptRun(t *testing.T) {
 		t.Error("the interrupted run's change set was applied")
 	}
 	js := e.mustCLI(0, "show", "--json", filepath.Join(out, "statement.json"))
-	if !strings.Contains(js, `"signal":"SIGKILL"`) || !strings.Contains(js, "second Ctrl-C") {
+	if !strings.Contains(js, `"signal":"SIGKILL"`) || !strings.Contains(js, `"interrupt":"SIGINT"`) || !strings.Contains(js, "second Ctrl-C") {
 		t.Errorf("the statement does not record the kill:\n%s", js)
 	}
 	if d := e.mustCLI(0, "diff", "--state-dir", e.state, out); !strings.Contains(d, "A  new.txt") {
@@ -505,6 +505,22 @@ func TestInterruptRun(t *testing.T) {
 	}
 	if _, err := os.Lstat(filepath.Join(e.ws, "new2.txt")); err == nil {
 		t.Error("the change set of an agent ended by Ctrl-C was applied")
+	}
+
+	// An agent that takes the Ctrl-C and exits 0: staged all the same,
+	// and the statement says the run was interrupted.
+	out = filepath.Join(e.dir, "caught")
+	b = e.runBackground(out, "trap 'exit 0' INT; echo z > new3.txt", "sleep 1000 & wait")
+	b.cmd.Process.Signal(unix.SIGINT)
+	code, log = b.finish(t)
+	if code != 0 || !strings.Contains(log, "interrupted (SIGINT)") {
+		t.Errorf("agent that exits 0 on Ctrl-C: exit %d, want 0, staged as interrupted:\n%s", code, log)
+	}
+	if _, err := os.Lstat(filepath.Join(e.ws, "new3.txt")); err == nil {
+		t.Error("the change set of an interrupted run was applied")
+	}
+	if sh := e.mustCLI(0, "show", filepath.Join(out, "statement.json")); !strings.Contains(sh, "# exit: 0, after a SIGINT to the supervisor") {
+		t.Errorf("show of an interrupted run:\n%s", sh)
 	}
 }
 
