@@ -97,8 +97,10 @@ func DefaultProcess(args []string, uid, gid uint32) specs.Process {
 // Run runs one session: it checks its inputs, launches the agent over an
 // overlay of the workspace, signs a launch record before the agent starts
 // and a change statement after it ends, and applies the change set to the
-// workspace. Errors before the agent started are *SetupError (wrapping
-// nsrun.ErrCommandNotFound when the command does not exist). After the
+// workspace, or keeps it staged (see the package doc). Errors before the
+// agent started are *SetupError (wrapping nsrun.ErrCommandNotFound when
+// the command does not exist, ErrWorkspaceLocked when another session
+// holds the workspace). After the
 // agent ran, the change set is never lost: on any error it stays in the
 // session's state dir and the error says how to go on.
 func Run(cfg RunConfig) (*RunResult, error) {
