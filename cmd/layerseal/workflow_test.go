@@ -340,7 +340,17 @@ func TestRecoverBindsCheckpoints(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.cmd.Wait()
+	id := e.sessionOf(out)
+	if s := e.sessions()[id]; s.State != "interrupted" {
+		t.Errorf("sessions after the supervisor died: %+v, want interrupted", s)
+	}
+	if msg := e.mustCLI(1, "diff", "--state-dir", e.state, out); !strings.Contains(msg, "layerseal recover --key KEY "+id) {
+		t.Errorf("diff before recover: %s", msg)
+	}
 	e.mustCLI(0, "recover", "--key", e.key, "--state-dir", e.state, out)
+	if s := e.sessions()[id]; s.State != "staged" {
+		t.Errorf("sessions after recover: %+v, want staged", s)
+	}
 	code, stdout, stderr := e.cli("verify", "--key", e.pub, "--launch", filepath.Join(out, "launch.json"), filepath.Join(out, "statement.json"))
 	if code != exitIncomplete || !strings.Contains(stdout, "unobserved-end") || !strings.Contains(stdout, "1 checkpoint(s), bound") {
 		t.Errorf("verify after recover: exit %d, want %d with the chain bound\n%s%s", code, exitIncomplete, stdout, stderr)
