@@ -47,9 +47,10 @@ type RunConfig struct {
 	// Log receives diagnostics (one line each); nil discards them.
 	Log io.Writer
 	// Progress, when set, is called once the agent ended: with "read"
-	// before the change set is read, "sweep" before protected paths are
-	// swept, "sign" before the statement is signed, then for each step of
-	// the apply (see ApplyOptions.Progress).
+	// for each entry of the upper and lower layers the final walk reads,
+	// "sweep" before protected paths are swept, "sign" before the
+	// statement is signed, then for each step of the apply (see
+	// ApplyOptions.Progress).
 	Progress func(step string, p attest.Path)
 }
 
@@ -467,9 +468,9 @@ func (s *session) finish(id string, res nsrun.Result, lostEnd bool) (*RunResult,
 	if progress == nil {
 		progress = func(string, attest.Path) {}
 	}
-	progress("read", attest.Root)
 	known, head := s.cp.final()
-	st, err := attestUpper(s.dir.upper(), s.dir.work(), s.ws, s.cfg.Policy, !s.features.StatxMountID.OK(), known)
+	st, err := attestUpper(s.dir.upper(), s.dir.work(), s.ws, s.cfg.Policy, !s.features.StatxMountID.OK(), known,
+		func(p attest.Path) { progress("read", p) })
 	if err != nil {
 		return out, fmt.Errorf("attest the change set: %w; the change set is kept in %s", err, s.dir)
 	}
@@ -530,12 +531,13 @@ func unexamined(rs []attest.Reason) bool {
 // Merkle root and the reader's incomplete reasons. The caller fills in the
 // session, launch binding and exit, and adds its own reasons.
 func Attest(upper, work, lower string, p attest.Policy, noMountID bool) (*attest.Statement, error) {
-	return attestUpper(upper, work, lower, p, noMountID, nil)
+	return attestUpper(upper, work, lower, p, noMountID, nil, nil)
 }
 
 // attestUpper is Attest taking known digests of upper files (see
-// overlay.ReadOptions.KnownDigest) where known is not nil.
-func attestUpper(upper, work, lower string, p attest.Policy, noMountID bool, known func(attest.Path, linux.Stat) []byte) (*attest.Statement, error) {
+// overlay.ReadOptions.KnownDigest) where known is not nil, and calling
+// progress (when not nil) with each entry read.
+func attestUpper(upper, work, lower string, p attest.Policy, noMountID bool, known func(attest.Path, linux.Stat) []byte, progress func(attest.Path)) (*attest.Statement, error) {
 	rules, err := rulesOf(p)
 	if err != nil {
 		return nil, err
@@ -548,6 +550,7 @@ func attestUpper(upper, work, lower string, p attest.Policy, noMountID bool, kno
 		NoMountID:     noMountID,
 		WorkDir:       work,
 		KnownDigest:   known,
+		Progress:      progress,
 	}
 	if p.TimeBudget > 0 {
 		opt.Deadline = time.Now().Add(p.TimeBudget)

@@ -53,8 +53,11 @@ func (p *progress) loop() {
 			p.mu.Lock()
 			if p.phase != "" && time.Since(p.since) > progressAfter {
 				count := ""
-				if p.phase == "applying" {
+				switch p.phase {
+				case "applying":
 					count = fmt.Sprintf("%d step(s), ", p.steps)
+				case phases["read"]:
+					count = fmt.Sprintf("%d entries, ", p.steps)
 				}
 				fmt.Fprintf(p.w, "\r\033[Klayerseal: %s: %s%s", p.phase, count, time.Since(p.since).Round(time.Second))
 				p.shown = true

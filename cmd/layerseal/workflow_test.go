@@ -649,8 +649,35 @@ func openPTY(t *testing.T) (master, slave *os.File) {
 func TestApplyProgress(t *testing.T) {
 	e := newEnv(t)
 	script := "for i in 1 2 3 4 5 6 7 8 9 10 11 12; do echo $i > f$i; done"
-	outTTY, _ := e.stagedRun("tty", script)
+	outTTY := filepath.Join(e.dir, "tty")
 	master, slave := openPTY(t)
+	// The run's walk, slowed down the same way, shows its entries.
+	run := exec.Command(os.Args[0], "run", "--workspace", e.ws, "--key", e.key, "--out", outTTY, "--state-dir", e.state, "--stage", "--", "/bin/sh", "-c", script)
+	run.Env = append(os.Environ(), cliEnv+"=1", stepDelayEnv+"=60ms")
+	run.Stderr = slave
+	var walk bytes.Buffer
+	walkRead := make(chan struct{})
+	go func() {
+		defer close(walkRead)
+		buf := make([]byte, 4096)
+		for !strings.Contains(walk.String(), "staged, not applied") {
+			n, err := master.Read(buf)
+			walk.Write(buf[:n])
+			if err != nil {
+				return
+			}
+		}
+	}()
+	if err := run.Run(); err != nil {
+		t.Fatalf("run on a terminal: %v\n%s", err, walk.String())
+	}
+	select {
+	case <-walkRead:
+	case <-time.After(5 * time.Second):
+	}
+	if !strings.Contains(walk.String(), "layerseal: reading the change set: ") || !strings.Contains(walk.String(), " entries, ") {
+		t.Errorf("no progress of the walk on a terminal:\n%q", walk.String())
+	}
 	cmd := exec.Command(os.Args[0], "apply", "--state-dir", e.state, outTTY)
 	cmd.Env = append(os.Environ(), cliEnv+"=1", stepDelayEnv+"=30ms")
 	cmd.Stderr = slave
