@@ -1,7 +1,9 @@
 package layerseal
 
 import (
+	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/layerseal/layerseal/attest"
 	"github.com/layerseal/layerseal/policy"
@@ -14,8 +16,7 @@ import (
 // applied.
 func (s *session) settle(env []byte, st *attest.Statement) (bool, error) {
 	if s.cfg.Policy.Apply == policy.ApplyStage {
-		s.log("the change set is staged: review it with `layerseal diff %s`, then `layerseal apply %s` or `layerseal discard %s`", s.out, s.out, s.out)
-		return false, nil
+		return false, nil // the caller says how to go on
 	}
 	if b := blocked(st); len(b) > 0 {
 		s.log("the sweep could not revert %v: the change set is staged, not applied", b)
@@ -29,14 +30,44 @@ func (s *session) settle(env []byte, st *attest.Statement) (bool, error) {
 		s.log("parts of the upper layer were not examined (see the incomplete reasons): nothing is applied automatically; `layerseal apply %s` applies what was examined and keeps the rest in %s", s.out, s.dir.upper())
 		return false, nil
 	}
+	if st.Exit.Interrupt != "" {
+		s.log("the run was interrupted (%s): the change set is staged, not applied", st.Exit.Interrupt)
+		return false, nil
+	}
+	if why := holdBack(st); why != "" && s.cfg.Policy.Apply != policy.ApplyAlways {
+		s.log("%s: the change set is staged, not applied (`apply: always` in layerseal.yaml applies it anyway)", why)
+		return false, nil
+	}
 	launch, err := attest.VerifyLaunch(s.launch, s.cfg.Key.Public())
 	if err != nil {
 		return false, fmt.Errorf("launch record: %w", err)
 	}
-	rec := sessionRecord{ID: st.SessionID, Workspace: s.ws, Out: s.out, PublicKey: s.cfg.Key.Public()}
-	sg := &staged{dir: s.dir, rec: rec, env: env, st: st, launch: launch, ws: s.wsDir}
-	if err := sg.apply(s.out, ApplyOptions{}); err != nil {
+	sg := &staged{dir: s.dir, rec: s.rec, env: env, st: st, launch: launch, ws: s.wsDir}
+	var changed *WorkspaceChangedError
+	if err := sg.apply(s.out, ApplyOptions{Stop: s.intr.stop, Progress: s.cfg.Progress}); errors.As(err, &changed) {
+		s.log("%v", err)
+		return false, nil
+	} else if err != nil {
 		return false, err
 	}
 	return true, nil
+}
+
+// holdBack says why the automatic apply (policy.ApplyAuto) keeps st's
+// change set staged, or "" when nothing does: violations, a non-zero exit,
+// a signal, or an exit no one saw.
+func holdBack(st *attest.Statement) string {
+	var why []string
+	if n := len(st.Violations); n > 0 {
+		why = append(why, fmt.Sprintf("the agent changed %d protected path(s)", n))
+	}
+	switch {
+	case st.Exit.Unknown:
+		why = append(why, "no one saw how the agent ended")
+	case st.Exit.Signal != "":
+		why = append(why, "the agent was ended by "+st.Exit.Signal)
+	case st.Exit.Code != 0:
+		why = append(why, fmt.Sprintf("the agent exited with status %d", st.Exit.Code))
+	}
+	return strings.Join(why, " and ")
 }

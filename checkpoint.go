@@ -26,6 +26,34 @@ const CheckpointDir = "checkpoints"
 // CheckpointFile is the file name of checkpoint seq.
 func CheckpointFile(seq uint64) string { return fmt.Sprintf("%06d.json", seq) }
 
+// maxCheckpointFile bounds what ReadCheckpointChain reads of one file.
+const maxCheckpointFile = 512 << 20
+
+// ReadCheckpointChain reads the checkpoint files of dir, 000001.json on,
+// in order; a gap, a stray name or a file over 512 MiB is an error
+// wrapping attest.ErrChain. A missing dir is an empty chain.
+func ReadCheckpointChain(dir string) ([][]byte, error) {
+	names, err := filepath.Glob(filepath.Join(dir, "[0-9]*.json"))
+	if err != nil {
+		return nil, err
+	}
+	var envs [][]byte
+	for i, n := range names {
+		if filepath.Base(n) != CheckpointFile(uint64(i+1)) {
+			return nil, fmt.Errorf("%w: %s is not checkpoint %d", attest.ErrChain, n, i+1)
+		}
+		b, err := os.ReadFile(n)
+		if err == nil && len(b) > maxCheckpointFile {
+			err = fmt.Errorf("over %d bytes", maxCheckpointFile)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%w: checkpoint %d: %v", attest.ErrChain, i+1, err)
+		}
+		envs = append(envs, b)
+	}
+	return envs, nil
+}
+
 // CheckpointResult says what one checkpoint did.
 type CheckpointResult struct {
 	Seq       uint64

@@ -315,7 +315,7 @@ func TestFinalReusesDigests(t *testing.T) {
 	if head == nil {
 		t.Fatal("no chain head")
 	}
-	reused, err := attestUpper(e.upper, e.cp.work, e.lower, nil, e.cp.policy, false, known)
+	reused, err := attestUpper(e.upper, e.cp.work, e.lower, nil, e.cp.policy, false, known, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

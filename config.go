@@ -16,8 +16,9 @@ import (
 
 // LoadConfig reads the session's configuration: file when given, otherwise
 // policy.FileName in the workspace root when it exists (nil, nil when it
-// does not). The configuration file found in the workspace is itself
-// protected, so an agent cannot loosen the next session's policy.
+// does not). The workspace's configuration file is protected by every
+// session whether or not it exists (see Run), so an agent cannot write the
+// next session's policy.
 func LoadConfig(workspace, file string) (*policy.Config, error) {
 	inWorkspace := file == ""
 	if inWorkspace {
@@ -46,10 +47,6 @@ func LoadConfig(workspace, file string) (*policy.Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	if inWorkspace {
-		g, _ := policy.Compile(policy.FileName)
-		c.Protected = append(c.Protected, g)
-	}
 	return c, nil
 }
 
@@ -62,8 +59,8 @@ func PolicyFrom(c *policy.Config, allow []*policy.Glob, base attest.Policy) atte
 		p.Protect = policy.Texts(c.Protected)
 		p.ConfigDigest = c.Digest
 		p.CheckpointEvery = c.CheckpointEvery
-		if c.Apply == policy.ApplyStage {
-			p.Apply = policy.ApplyStage
+		if c.Apply == policy.ApplyStage || c.Apply == policy.ApplyAlways {
+			p.Apply = c.Apply
 		}
 		for _, v := range []struct {
 			dst *int64

@@ -8,7 +8,12 @@
 // pins the signing key, writes a signed launch record before the agent
 // starts, runs the agent, signs a change statement of the upper layer
 // classified against the lower one, and applies the change set to the
-// workspace. [Apply] finishes an apply that stopped part way.
+// workspace — unless the run had violations, a failure or an interrupt,
+// or someone else changed the same paths meanwhile (conflicts): then the
+// change set stays staged. [Apply] applies a staged change set (path by
+// path where there are conflicts) or finishes an apply that stopped part
+// way; [Discard] drops one; [Sessions] lists them. A session holds a lock
+// on its workspace for as long as it runs.
 //
 // The packages beneath do one job each: attest (formats, signing and
 // verification; pure Go), overlay (mounting, reading and applying an upper

@@ -32,9 +32,13 @@ func Recover(out, stateDir string, key *attest.Signer) (*attest.Statement, error
 		return nil, err
 	}
 	abs := evalOrSelf(absOrSelf(out))
-	dir, rec, err := findSession(stateDir, abs)
+	dir, rec, err := findSession(stateDir, out)
+	abs = rec.Out
 	if err != nil {
 		return nil, err
+	}
+	if running(stateDir, rec.ID) {
+		return nil, fmt.Errorf("session %s is still running: its supervisor signs its statement when it ends (`layerseal sessions` shows it)", rec.ID)
 	}
 	if !bytes.Equal(rec.PublicKey, key.Public()) {
 		return nil, fmt.Errorf("key %s is not the key session %s was launched with", key.KeyID(), rec.ID)
@@ -65,17 +69,30 @@ func Recover(out, stateDir string, key *attest.Signer) (*attest.Statement, error
 		return nil, fmt.Errorf("%w: its change set cannot be classified against it; it is kept in %s (`layerseal discard %s` drops it)", err, dir, out)
 	}
 	defer ws.Close()
-	st, err := attestUpper(dir.upper(), dir.work(), rec.Workspace, ws, launch.Policy, noMountID, nil)
+	st, err := attestUpper(dir.upper(), dir.work(), rec.Workspace, ws, launch.Policy, noMountID, nil, nil)
 	if err != nil {
 		return nil, fmt.Errorf("attest the change set: %w; it is kept in %s", err, dir)
 	}
 	st.SessionID = rec.ID
 	st.Launch = sha(launchEnv)
 	// The supervisor's death killed the namespace's init, and with it
-	// every process of the agent.
-	st.Exit = attest.Exit{Code: 128 + 9, Signal: "SIGKILL"}
-	st.Incomplete = sortReasons(append(st.Incomplete, attest.Reason{Code: attest.UnobservedEnd,
-		Detail: "the supervisor did not observe the end of the run: it was gone before the agent ended, whose exit status is unknown; this statement was made by `layerseal recover`"}))
+	// every process of the agent; how the agent itself ended, no one saw.
+	st.Exit = attest.Exit{Unknown: true}
+	detail := "the supervisor did not observe the end of the run: it was gone before the agent ended, whose exit status is unknown; this statement was made by `layerseal recover`"
+	// Bind the session's checkpoint chain, as the supervisor would have:
+	// the statement then verifies with it. A chain that does not verify
+	// is not bound, and the reason says so.
+	chain, err := ReadCheckpointChain(filepath.Join(rec.Out, CheckpointDir))
+	if err == nil && len(chain) > 0 {
+		_, _, err = attest.VerifyChain(chain, key.Public(), launchEnv)
+	}
+	switch {
+	case err != nil:
+		detail += fmt.Sprintf("; the checkpoints in %s are not bound: %v", filepath.Join(rec.Out, CheckpointDir), err)
+	case len(chain) > 0:
+		st.CheckpointHead = sha(chain[len(chain)-1])
+	}
+	st.Incomplete = sortReasons(append(st.Incomplete, attest.Reason{Code: attest.UnobservedEnd, Detail: detail}))
 	if err := sweep(dir.upper(), dir.work(), rec.Workspace, ws, launch.Policy, noMountID, st); err != nil {
 		return nil, fmt.Errorf("sweep protected paths: %w; the change set is kept in %s", err, dir)
 	}

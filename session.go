@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 	"github.com/layerseal/layerseal/internal/linux"
 	"github.com/layerseal/layerseal/nsrun"
 	"github.com/layerseal/layerseal/overlay"
+	"github.com/layerseal/layerseal/policy"
 	"github.com/layerseal/layerseal/probe"
 )
 
@@ -52,6 +54,12 @@ type RunConfig struct {
 	Stdin, Stdout, Stderr *os.File
 	// Log receives diagnostics (one line each); nil discards them.
 	Log io.Writer
+	// Progress, when set, is called once the agent ended: with "read"
+	// for each entry of the upper and lower layers the final walk reads,
+	// "sweep" before protected paths are swept, "sign" before the
+	// statement is signed, then for each step of the apply (see
+	// ApplyOptions.Progress).
+	Progress func(step string, p attest.Path)
 }
 
 // RunResult is what a session produced.
@@ -99,8 +107,10 @@ func DefaultProcess(args []string, uid, gid uint32) specs.Process {
 // Run runs one session: it checks its inputs, launches the agent over an
 // overlay of the workspace, signs a launch record before the agent starts
 // and a change statement after it ends, and applies the change set to the
-// workspace. Errors before the agent started are *SetupError (wrapping
-// nsrun.ErrCommandNotFound when the command does not exist). After the
+// workspace, or keeps it staged (see the package doc). Errors before the
+// agent started are *SetupError (wrapping nsrun.ErrCommandNotFound when
+// the command does not exist, ErrWorkspaceLocked when another session
+// holds the workspace). After the
 // agent ran, the change set is never lost: on any error it stays in the
 // session's state dir and the error says how to go on.
 func Run(cfg RunConfig) (*RunResult, error) {
@@ -118,6 +128,7 @@ type session struct {
 	ws       string // absolute, symlinks resolved
 	out      string
 	dir      sessionDir
+	rec      sessionRecord // written with the launch record
 	features probe.Features
 	lower    linux.Stat
 	// wsDir is the workspace root opened (and identified as lower) before
@@ -128,6 +139,7 @@ type session struct {
 	sandbox  attest.Sandbox // in force, as the launch record says
 	log      func(format string, args ...any)
 	cp       *checkpointer // the session's checkpoints, once the agent ran
+	intr     *interrupts   // the supervisor's interrupts, once the agent started
 }
 
 func prepare(cfg RunConfig) (*session, error) {
@@ -215,14 +227,23 @@ func fillPolicy(p attest.Policy) attest.Policy {
 	if p.TimeBudget == 0 {
 		p.TimeBudget = DefaultPolicy.TimeBudget
 	}
+	// The workspace's policy file is protected whether or not it exists:
+	// an agent must not write the next session's policy.
+	if !slices.Contains(p.Protect, attest.Path(policy.FileName)) {
+		p.Protect = append(slices.Clip(p.Protect), attest.Path(policy.FileName))
+	}
 	return p
 }
 
-// RequireRoot fails unless the process runs as root, which a session needs
-// to mount an overlay in a new mount namespace.
+// ErrNeedsRoot is wrapped by the error of anything that needs root: a
+// session mounts an overlay in a new mount namespace, and its state dir is
+// root's alone.
+var ErrNeedsRoot = errors.New("needs root")
+
+// RequireRoot fails with ErrNeedsRoot unless the process runs as root.
 func RequireRoot() error {
 	if os.Geteuid() != 0 {
-		return errors.New("layerseal run needs root: it mounts an overlay in a new mount namespace")
+		return fmt.Errorf("layerseal %w: sessions mount an overlay in a new mount namespace and keep their state where only root can reach it", ErrNeedsRoot)
 	}
 	return nil
 }
@@ -329,6 +350,11 @@ func kernelFeatures(f probe.Features) attest.Kernel {
 
 func (s *session) run() (*RunResult, error) {
 	id := attest.NewSessionID()
+	lock, err := lockWorkspace(s.cfg.StateDir, s.ws, s.lower, id)
+	if err != nil {
+		return nil, &SetupError{err}
+	}
+	defer lock.release()
 	dir, err := createSession(s.cfg.StateDir, id)
 	if err != nil {
 		return nil, &SetupError{err}
@@ -366,20 +392,32 @@ func (s *session) run() (*RunResult, error) {
 		s.dropEmpty()
 		return nil, &SetupError{err}
 	}
+	s.intr = s.watchInterrupts(r.Kill)
+	defer s.intr.end()
 	if err := r.Go(); err != nil {
 		cps.end()
 		r.Abort()
 		s.dropEmpty()
+		s.dropLaunch()
 		return nil, &SetupError{err}
 	}
 	res, err := r.Wait()
 	s.cp = cps.end()
-	if err != nil {
+	s.intr.fromTerminal(r.Interrupted(), r.Killed())
+	if _, killed := s.intr.signal(); err != nil && !killed {
 		// The agent ran but the supervisor lost track of its end: attest
 		// what is there, and say so.
 		s.log("%v", err)
 	}
 	return s.finish(id, res, err != nil)
+}
+
+// dropLaunch removes what the session wrote to the output dir when the
+// agent never started (its command was not found): the output dir can be
+// used again.
+func (s *session) dropLaunch() {
+	os.Remove(filepath.Join(s.out, LaunchFile))
+	os.Remove(filepath.Join(s.out, CheckpointDir)) // only when empty
 }
 
 // dropEmpty removes the session dir when its upper layer is still empty
@@ -391,6 +429,7 @@ func (s *session) dropEmpty() {
 }
 
 func (s *session) writeLaunch(id string, ready nsrun.Ready) error {
+	launched := linux.CoarseNow()
 	lr := &attest.LaunchRecord{
 		SessionID:   id,
 		Workspace:   attest.Bytes(s.ws),
@@ -410,8 +449,9 @@ func (s *session) writeLaunch(id string, ready nsrun.Ready) error {
 	if err != nil {
 		return fmt.Errorf("sign launch record: %w", err)
 	}
-	rec := sessionRecord{ID: id, Workspace: s.ws, Out: s.out, PublicKey: s.cfg.Key.Public()}
-	if err := s.dir.writeRecord(rec); err != nil {
+	s.rec = sessionRecord{ID: id, Workspace: s.ws, Out: s.out, PublicKey: s.cfg.Key.Public(),
+		Launched: launched.UnixNano(), Started: lr.Started}
+	if err := s.dir.writeRecord(s.rec); err != nil {
 		return err
 	}
 	if err := writeFileAtomic(filepath.Join(string(s.dir), LaunchFile), b, 0o600); err != nil {
@@ -439,7 +479,19 @@ func (s *session) finish(id string, res nsrun.Result, lostEnd bool) (*RunResult,
 		reasons = append(reasons, attest.Reason{Code: attest.CapSysAdmin,
 			Detail: "the agent held CAP_SYS_ADMIN and could rearrange its mounts"})
 	}
-	if lostEnd {
+	intr, killed := s.intr.signal()
+	if intr != nil {
+		out.Exit.Interrupt = unix.SignalName(intr.(unix.Signal))
+	}
+	switch {
+	case killed && lostEnd:
+		out.Exit = attest.Exit{Code: 128 + int(unix.SIGKILL), Signal: "SIGKILL", Interrupt: out.Exit.Interrupt}
+		reasons = append(reasons, attest.Reason{Code: attest.UnobservedEnd,
+			Detail: "a second Ctrl-C stopped the run: the agent's namespace was killed (SIGKILL) before it could report how the agent ended or audit its mounts"})
+	case killed:
+		// Init killed the namespace and reported: the agent's end (SIGKILL)
+		// and the mount audit are as it saw them.
+	case lostEnd:
 		reasons = append(reasons, attest.Reason{Code: attest.UnobservedEnd,
 			Detail: "the supervisor did not observe the end of the run"})
 	}
@@ -448,8 +500,13 @@ func (s *session) finish(id string, res nsrun.Result, lostEnd bool) (*RunResult,
 		reasons = append(reasons, attest.Reason{Code: attest.LowerChanged,
 			Detail: "the workspace directory is not the one the session started on"})
 	}
+	progress := s.cfg.Progress
+	if progress == nil {
+		progress = func(string, attest.Path) {}
+	}
 	known, head := s.cp.final()
-	st, err := attestUpper(s.dir.upper(), s.dir.work(), s.ws, s.wsDir, s.cfg.Policy, !s.features.StatxMountID.OK(), known)
+	st, err := attestUpper(s.dir.upper(), s.dir.work(), s.ws, s.wsDir, s.cfg.Policy, !s.features.StatxMountID.OK(), known,
+		func(p attest.Path) { progress("read", p) })
 	if err != nil {
 		return out, fmt.Errorf("attest the change set: %w; the change set is kept in %s", err, s.dir)
 	}
@@ -460,9 +517,14 @@ func (s *session) finish(id string, res nsrun.Result, lostEnd bool) (*RunResult,
 	st.Launch = sha(s.launch)
 	st.Exit = out.Exit
 	st.Incomplete = sortReasons(append(reasons, st.Incomplete...))
+	progress("sweep", attest.Root)
 	if err := sweep(s.dir.upper(), s.dir.work(), s.ws, s.wsDir, s.cfg.Policy, !s.features.StatxMountID.OK(), st); err != nil {
 		return out, fmt.Errorf("sweep protected paths: %w; the change set is kept in %s", err, s.dir)
 	}
+	if c := conflicts(s.wsDir, statementPaths(st), time.Unix(0, s.rec.Launched)); len(c) > 0 {
+		st.Incomplete = sortReasons(append(st.Incomplete, conflictReasons(c)...))
+	}
+	progress("sign", attest.Root)
 	b, err := signBounded(s.cfg.Key, st, attest.MaxStatementSize)
 	if err != nil {
 		return out, fmt.Errorf("sign statement: %w; the change set is kept in %s", err, s.dir)
@@ -506,13 +568,14 @@ func unexamined(rs []attest.Reason) bool {
 // Merkle root and the reader's incomplete reasons. The caller fills in the
 // session, launch binding and exit, and adds its own reasons.
 func Attest(upper, work, lower string, p attest.Policy, noMountID bool) (*attest.Statement, error) {
-	return attestUpper(upper, work, lower, nil, p, noMountID, nil)
+	return attestUpper(upper, work, lower, nil, p, noMountID, nil, nil)
 }
 
 // attestUpper is Attest reading the lower layer beneath lowerDir when it
-// is not nil (lower then only names it) and taking known digests of upper
-// files (see overlay.ReadOptions.KnownDigest) where known is not nil.
-func attestUpper(upper, work, lower string, lowerDir *os.File, p attest.Policy, noMountID bool, known func(attest.Path, linux.Stat) []byte) (*attest.Statement, error) {
+// is not nil (lower then only names it), taking known digests of upper
+// files (see overlay.ReadOptions.KnownDigest) where known is not nil, and
+// calling progress (when not nil) with each entry read.
+func attestUpper(upper, work, lower string, lowerDir *os.File, p attest.Policy, noMountID bool, known func(attest.Path, linux.Stat) []byte, progress func(attest.Path)) (*attest.Statement, error) {
 	rules, err := rulesOf(p)
 	if err != nil {
 		return nil, err
@@ -526,6 +589,7 @@ func attestUpper(upper, work, lower string, lowerDir *os.File, p attest.Policy, 
 		WorkDir:       work,
 		KnownDigest:   known,
 		LowerDir:      lowerDir,
+		Progress:      progress,
 	}
 	if p.TimeBudget > 0 {
 		opt.Deadline = time.Now().Add(p.TimeBudget)

@@ -30,43 +30,54 @@ var (
 	ErrInterrupted = errors.New("an apply was interrupted part way")
 )
 
-// WorkspaceChangedError is returned when paths of the workspace no longer
-// hold what the statement found in the lower layer at launch (someone
-// edited the real workspace meanwhile): applying would overwrite their
-// edits. ApplyOptions.Force applies all the same.
+// WorkspaceChangedError is returned when paths of the change set were
+// changed in the workspace by someone else since the launch (their entry's
+// ctime, or their nearest existing directory's for an entry absent there,
+// is later than the launch; or they hold neither the state the statement
+// found nor the one being applied): applying would overwrite those edits,
+// so nothing is applied and the change set stays staged.
+// ApplyOptions.ForcePaths overwrites chosen paths, ApplyOptions.Skip
+// leaves them out, ApplyOptions.Force overwrites all.
 type WorkspaceChangedError struct {
+	Out   string // the session's output dir or id, for the message
 	Paths []attest.Path
 }
 
 func (e *WorkspaceChangedError) Error() string {
-	const show = 10
-	var b strings.Builder
-	for i, p := range e.Paths {
-		if i == show {
-			fmt.Fprintf(&b, " and %d more", len(e.Paths)-show)
-			break
-		}
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString(strconvQuote(p))
+	hint := ""
+	if slices.Contains(e.Paths, ".git/index") {
+		// git rewrites its index on `git status`: a cache of the work
+		// tree's stat data, which the agent's index replaces safely.
+		hint = " (.git/index changes whenever git runs in the workspace, `git status` included: the agent's can usually be forced)"
 	}
-	return fmt.Sprintf("the workspace changed since the session started at %s; apply with --force to overwrite", b.String())
+	return fmt.Sprintf("the workspace changed since the session started at %s: nothing was applied and the change set stays staged; "+
+		"`layerseal apply --force %s PATH...` overwrites those paths, `layerseal apply --skip %s PATH...` leaves them out%s",
+		conflictText(e.Paths), e.Out, e.Out, hint)
 }
-
-func strconvQuote(p attest.Path) string { return fmt.Sprintf("%q", string(p)) }
 
 // ApplyOptions tunes Apply.
 type ApplyOptions struct {
 	StateDir string // DefaultStateDir when empty
-	// Force applies even where the workspace changed since the launch.
+	// Force applies everything: over every path changed in the workspace
+	// since the launch, and violations the sweep could not revert.
 	Force bool
+	// ForcePaths are changed workspace paths to overwrite all the same
+	// (each with the entries beneath it).
+	ForcePaths []attest.Path
+	// Skip are paths to leave out of the apply (each with the entries
+	// beneath it): the session is then partly applied, which its journal
+	// records and Sessions reports.
+	Skip []attest.Path
 	// Progress, when set, is called before each step that changes the
 	// workspace or the session's journal (see overlay.ApplyOptions).
 	Progress func(op string, p attest.Path)
 	// Left, when set, is told each entry an apply of a change set not
 	// examined in full leaves as it is, and why (see overlay.ApplyOptions).
 	Left func(p attest.Path, why string)
+	// Stop, when set, is asked before each step (see overlay.ApplyOptions):
+	// an error from it (an interrupt) stops the apply at that safe point;
+	// the apply is journaled, and running it again finishes it.
+	Stop func() error
 }
 
 // Journal states, kept in the session's state dir (journalFile).
@@ -83,6 +94,9 @@ type journal struct {
 	State     string    `json:"state"`
 	Statement string    `json:"statement_sha256"`
 	Time      time.Time `json:"time"`
+	// Skipped are the paths left out of the apply (ApplyOptions.Skip),
+	// with the entries beneath them: the session is partly applied.
+	Skipped []attest.Path `json:"skipped,omitempty"`
 }
 
 func (d sessionDir) journal() string { return filepath.Join(string(d), journalFile) }
@@ -102,8 +116,8 @@ func (d sessionDir) readJournal() (*journal, error) {
 	return &j, nil
 }
 
-func (d sessionDir) writeJournal(state string, env []byte) error {
-	b, err := json.Marshal(journal{State: state, Statement: fmt.Sprintf("%x", sha(env)), Time: time.Now().UTC()})
+func (d sessionDir) writeJournal(state string, env []byte, skipped []attest.Path) error {
+	b, err := json.Marshal(journal{State: state, Statement: fmt.Sprintf("%x", sha(env)), Time: time.Now().UTC(), Skipped: skipped})
 	if err != nil {
 		return err
 	}
@@ -147,14 +161,14 @@ func syncDir(dir string) error {
 }
 
 // closed returns the error for a session whose journal says it is done.
-func closed(j *journal, out string) error {
+func closed(j *journal, id string) error {
 	switch {
 	case j == nil:
 		return nil
 	case j.State == journalApplied:
-		return fmt.Errorf("session of %q: %w (at %s)", out, ErrAlreadyApplied, j.Time.Format(time.RFC3339))
+		return fmt.Errorf("session %s: %w (at %s)", id, ErrAlreadyApplied, j.Time.Format(time.RFC3339))
 	case j.State == journalDiscarded:
-		return fmt.Errorf("session of %q: %w (at %s)", out, ErrDiscarded, j.Time.Format(time.RFC3339))
+		return fmt.Errorf("session %s: %w (at %s)", id, ErrDiscarded, j.Time.Format(time.RFC3339))
 	}
 	return nil
 }
@@ -180,33 +194,47 @@ func openStaged(out, stateDir string) (*staged, error) {
 	}
 	s := &staged{}
 	var err error
-	if s.dir, s.rec, err = findSession(stateDir, evalOrSelf(absOrSelf(out))); err != nil {
+	if s.dir, s.rec, err = findSession(stateDir, out); err != nil {
 		return nil, err
 	}
 	if s.j, err = s.dir.readJournal(); err != nil {
 		return nil, err
 	}
-	if err := closed(s.j, out); err != nil {
+	if err := closed(s.j, s.rec.ID); err != nil {
 		return s, err
 	}
-	if s.env, err = os.ReadFile(filepath.Join(out, StatementFile)); err != nil {
-		return nil, fmt.Errorf("output dir %q: %w (if the supervisor was killed, run `layerseal recover %s` first)", out, unwrapPath(err), out)
+	if s.env, err = s.dir.artifact(StatementFile, s.rec.Out); err != nil {
+		if running(stateDir, s.rec.ID) {
+			return nil, fmt.Errorf("session %s is still running: its change set is staged once it ends", s.rec.ID)
+		}
+		return nil, fmt.Errorf("session %s has no statement: its supervisor ended before signing one; run `layerseal recover --key KEY %s` first", s.rec.ID, s.rec.ID)
 	}
-	launchEnv, err := os.ReadFile(filepath.Join(out, LaunchFile))
+	launchEnv, err := s.dir.artifact(LaunchFile, s.rec.Out)
 	if err != nil {
-		return nil, fmt.Errorf("output dir %q: %w", out, unwrapPath(err))
+		return nil, fmt.Errorf("session %s: no launch record: %w", s.rec.ID, err)
 	}
 	pub := ed25519.PublicKey(s.rec.PublicKey)
 	if s.st, err = attest.VerifyStatement(s.env, pub, launchEnv); err != nil {
-		return nil, fmt.Errorf("statement in %q: %w", out, err)
+		return nil, fmt.Errorf("statement of session %s: %w", s.rec.ID, err)
 	}
 	if s.launch, err = attest.VerifyLaunch(launchEnv, pub); err != nil {
-		return nil, fmt.Errorf("launch record in %q: %w", out, err)
+		return nil, fmt.Errorf("launch record of session %s: %w", s.rec.ID, err)
 	}
 	if s.st.SessionID != s.rec.ID {
-		return nil, fmt.Errorf("statement in %q is of session %s, but the session state for it is of %s", out, s.st.SessionID, s.rec.ID)
+		return nil, fmt.Errorf("the statement found for session %s is of session %s", s.rec.ID, s.st.SessionID)
 	}
 	return s, nil
+}
+
+// artifact reads the session's copy of name in its state dir, or, when
+// there is none (the state dir's filesystem was full), the one in its
+// output dir.
+func (d sessionDir) artifact(name, out string) ([]byte, error) {
+	b, err := os.ReadFile(filepath.Join(string(d), name))
+	if errors.Is(err, os.ErrNotExist) {
+		b, err = os.ReadFile(filepath.Join(out, name))
+	}
+	return b, err
 }
 
 // Staged returns the verified statement of the session whose output dir
@@ -237,10 +265,25 @@ func Apply(out string, opt ApplyOptions) (*attest.Statement, error) {
 	if err != nil {
 		return nil, err
 	}
+	lock, err := s.lock()
+	if err != nil {
+		return s.st, err
+	}
+	defer lock.release()
 	if b := blocked(s.st); len(b) > 0 && !opt.Force {
 		return s.st, fmt.Errorf("the sweep could not revert %s: apply with --force to apply them anyway", strings.Join(b, ", "))
 	}
 	return s.st, s.apply(out, opt)
+}
+
+// lock takes the lock of the session's workspace for an apply, so no run
+// and no other apply changes it meanwhile.
+func (s *staged) lock() (*workspaceLock, error) {
+	st, err := linux.Lstat(unix.AT_FDCWD, s.rec.Workspace)
+	if err != nil {
+		return nil, fmt.Errorf("workspace %q: %w", s.rec.Workspace, err)
+	}
+	return lockWorkspace(filepath.Dir(filepath.Dir(string(s.dir))), s.rec.Workspace, st, s.rec.ID)
 }
 
 func (s *staged) apply(out string, opt ApplyOptions) error {
@@ -259,23 +302,46 @@ func (s *staged) apply(out string, opt ApplyOptions) error {
 		}
 		defer ws.Close()
 	}
+	resuming := s.j != nil && s.j.State == journalApplying
 	// The entry set is fixed when the apply starts: re-reading the
 	// excluded subtrees against a half-applied workspace would give
 	// another one.
 	var entries []attest.Entry
+	var skipped []attest.Path
 	var err error
-	if s.j != nil && s.j.State == journalApplying {
+	if resuming {
+		if len(opt.Skip) > 0 {
+			return fmt.Errorf("an apply of this session stopped part way; run `layerseal apply %s` without --skip to finish it", out)
+		}
+		skipped = s.j.Skipped
 		entries, err = s.dir.readPlan()
 	} else {
 		entries, err = s.entries(ws)
+		if err == nil {
+			err = inChangeSet(entries, append(append([]attest.Path(nil), opt.Skip...), opt.ForcePaths...))
+		}
+		if err == nil {
+			entries, err = leaveOut(entries, opt.Skip)
+			skipped = opt.Skip
+		}
 	}
 	if err != nil {
 		return err
 	}
 	if !opt.Force {
-		resuming := s.j != nil && s.j.State == journalApplying
-		if changed := workspaceChanged(ws, entries, resuming); len(changed) > 0 {
-			return &WorkspaceChangedError{Paths: changed}
+		changed := workspaceChanged(ws, entries, resuming)
+		if !resuming {
+			// Our own writes of an interrupted apply are after the launch
+			// too: a resumed apply relies on the comparison above.
+			paths := make([]attest.Path, len(entries))
+			for i, e := range entries {
+				paths[i] = e.Path
+			}
+			changed = union(changed, conflicts(ws, paths, s.launchedAt()))
+		}
+		changed = slices.DeleteFunc(changed, func(p attest.Path) bool { return underAny(p, opt.ForcePaths) })
+		if len(changed) > 0 {
+			return &WorkspaceChangedError{Out: out, Paths: changed}
 		}
 	}
 	if s.j == nil {
@@ -283,11 +349,24 @@ func (s *staged) apply(out string, opt ApplyOptions) error {
 		if err := s.dir.writePlan(entries); err != nil {
 			return fmt.Errorf("%w; nothing was applied; the change set is kept in %s: free space there, then run `layerseal apply %s`", err, s.dir, out)
 		}
-		if err := s.dir.writeJournal(journalApplying, s.env); err != nil {
+		if err := s.dir.writeJournal(journalApplying, s.env, skipped); err != nil {
 			return fmt.Errorf("%w; nothing was applied; the change set is kept in %s: free space there, then run `layerseal apply %s`", err, s.dir, out)
 		}
 	}
-	err = overlay.Apply(s.dir.upper(), s.rec.Workspace, entries, overlay.ApplyOptions{Progress: progress, Workspace: ws, Partial: unexamined(s.st.Incomplete), Left: opt.Left})
+	stopped := false
+	stop := func() error { return nil }
+	if opt.Stop != nil {
+		stop = func() error {
+			err := opt.Stop()
+			stopped = err != nil
+			return err
+		}
+	}
+	err = overlay.Apply(s.dir.upper(), s.rec.Workspace, entries, overlay.ApplyOptions{Progress: progress, Stop: stop,
+		Workspace: ws, Partial: unexamined(s.st.Incomplete), Left: opt.Left})
+	if stopped {
+		return fmt.Errorf("the apply stopped part way (%w); the workspace is partly changed and the apply is journaled: run `layerseal apply %s` to finish it", errors.Unwrap(err), s.rec.ID)
+	}
 	if err != nil {
 		hint := ""
 		if errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EDQUOT) {
@@ -296,13 +375,64 @@ func (s *staged) apply(out string, opt ApplyOptions) error {
 		return fmt.Errorf("%w%s; the change set is kept in %s: run `layerseal apply %s` to finish", err, hint, s.dir, out)
 	}
 	progress("journal-applied", attest.Root)
-	if err := s.dir.writeJournal(journalApplied, s.env); err != nil {
+	if err := s.dir.writeJournal(journalApplied, s.env, skipped); err != nil {
 		return fmt.Errorf("the change set was applied, but recording it failed: %w", err)
 	}
-	if unexamined(s.st.Incomplete) {
-		return nil
+	if unexamined(s.st.Incomplete) || len(skipped) > 0 {
+		return nil // what was not applied stays in the upper layer
 	}
 	return errors.Join(os.RemoveAll(s.dir.upper()), os.RemoveAll(s.dir.work()))
+}
+
+// launchedAt is the time the session's workspace entries are compared with
+// to find conflicts: the record's, or the signed launch time for a record
+// that has none.
+func (s *staged) launchedAt() time.Time {
+	if s.rec.Launched != 0 {
+		return time.Unix(0, s.rec.Launched)
+	}
+	return s.launch.Started
+}
+
+// inChangeSet checks that every path is the path of an entry or a
+// directory above one.
+func inChangeSet(entries []attest.Entry, paths []attest.Path) error {
+	for _, p := range paths {
+		if p.Valid() != nil && p != attest.Root {
+			return fmt.Errorf("path %q: want a path relative to the workspace, as `layerseal diff` prints it", string(p))
+		}
+		if !slices.ContainsFunc(entries, func(e attest.Entry) bool { return under(e.Path, p) }) {
+			return fmt.Errorf("path %q is not in the change set (`layerseal diff` lists it)", string(p))
+		}
+	}
+	return nil
+}
+
+// leaveOut drops the entries at or beneath the skipped paths. An entry
+// left in that is a hard link of one left out cannot be applied alone.
+func leaveOut(entries []attest.Entry, skip []attest.Path) ([]attest.Entry, error) {
+	if len(skip) == 0 {
+		return entries, nil
+	}
+	out := slices.DeleteFunc(slices.Clone(entries), func(e attest.Entry) bool { return underAny(e.Path, skip) })
+	for _, e := range out {
+		if e.New != nil && e.New.Link != "" && underAny(e.New.Link, skip) {
+			return nil, fmt.Errorf("%q is a hard link of %q, which --skip leaves out: skip both or neither", string(e.Path), string(e.New.Link))
+		}
+	}
+	return out, nil
+}
+
+// underAny reports whether p is one of dirs or beneath one.
+func underAny(p attest.Path, dirs []attest.Path) bool {
+	return slices.ContainsFunc(dirs, func(d attest.Path) bool { return under(p, d) })
+}
+
+// union merges two sorted path lists.
+func union(a, b []attest.Path) []attest.Path {
+	out := append(append([]attest.Path(nil), a...), b...)
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // entries merges the statement's applied entries with the entries of its
@@ -314,7 +444,7 @@ func (s *staged) entries(ws *os.File) ([]attest.Entry, error) {
 		return applied, nil
 	}
 	p := s.launch.Policy
-	again, err := attestUpper(s.dir.upper(), s.dir.work(), s.rec.Workspace, ws, p, false, nil)
+	again, err := attestUpper(s.dir.upper(), s.dir.work(), s.rec.Workspace, ws, p, false, nil, nil)
 	if err != nil {
 		return nil, fmt.Errorf("read the excluded subtrees: %w", err)
 	}
@@ -322,7 +452,7 @@ func (s *staged) entries(ws *os.File) ([]attest.Entry, error) {
 		return nil, fmt.Errorf("%w: the excluded subtrees no longer hold the entries the statement counted", overlay.ErrNotAttested)
 	}
 	p.Exclude = nil
-	full, err := attestUpper(s.dir.upper(), s.dir.work(), s.rec.Workspace, ws, p, false, nil)
+	full, err := attestUpper(s.dir.upper(), s.dir.work(), s.rec.Workspace, ws, p, false, nil, nil)
 	if err != nil {
 		return nil, fmt.Errorf("read the excluded subtrees: %w", err)
 	}
@@ -450,7 +580,7 @@ func Discard(out, stateDir string, force bool) error {
 	if stateDir == "" {
 		stateDir = DefaultStateDir
 	}
-	dir, _, err := findSession(stateDir, evalOrSelf(absOrSelf(out)))
+	dir, rec, err := findSession(stateDir, out)
 	if err != nil {
 		return err
 	}
@@ -458,14 +588,17 @@ func Discard(out, stateDir string, force bool) error {
 	if err != nil {
 		return err
 	}
-	if err := closed(j, out); err != nil {
+	if err := closed(j, rec.ID); err != nil {
 		return err
 	}
+	if running(stateDir, rec.ID) {
+		return fmt.Errorf("session %s is still running: discard it once it ends", rec.ID)
+	}
 	if j != nil && j.State == journalApplying && !force {
-		return fmt.Errorf("session of %q: %w; run `layerseal apply %s` to finish it (or discard --force to leave the workspace as it is)", out, ErrInterrupted, out)
+		return fmt.Errorf("session %s: %w; run `layerseal apply %s` to finish it (or discard --force to leave the workspace as it is)", rec.ID, ErrInterrupted, rec.ID)
 	}
 	env, _ := os.ReadFile(filepath.Join(string(dir), StatementFile))
-	if err := dir.writeJournal(journalDiscarded, env); err != nil {
+	if err := dir.writeJournal(journalDiscarded, env, nil); err != nil {
 		return err
 	}
 	return errors.Join(os.RemoveAll(dir.upper()), os.RemoveAll(dir.work()))

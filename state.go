@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -30,6 +31,14 @@ type sessionRecord struct {
 	Workspace string `json:"workspace"`
 	Out       string `json:"out"`
 	PublicKey []byte `json:"public_key"` // ed25519, raw
+	// Launched is when the agent could first see the workspace, read on
+	// the clock file times are stamped with (linux.CoarseNow), in
+	// nanoseconds: a workspace entry with a later ctime was changed by
+	// someone else during or after the run (a conflict).
+	Launched int64 `json:"launched_ns"`
+	// Started is when the session began (the supervisor's clock): an
+	// output dir names its newest session.
+	Started time.Time `json:"started"`
 }
 
 // sessionDir is where one session keeps its overlay layers.
@@ -90,29 +99,71 @@ func (d sessionDir) writeRecord(r sessionRecord) error {
 	return writeFileAtomic(d.record(), b, 0o600)
 }
 
-// findSession finds the session whose output dir is out (absolute,
-// symlinks resolved) among those with a change set in stateDir.
-func findSession(stateDir, out string) (sessionDir, sessionRecord, error) {
+// findSession finds a session in stateDir by ref: a session id (32 hex
+// digits) with state there, or an output dir, which names the newest
+// session written there (by start time), so reusing an output dir never
+// reaches the older session.
+func findSession(stateDir, ref string) (sessionDir, sessionRecord, error) {
+	if isSessionID(ref) {
+		d := sessionPath(stateDir, ref)
+		if _, err := os.Lstat(d.record()); err == nil {
+			r, err := d.readRecord()
+			return d, r, err
+		}
+	}
+	out := evalOrSelf(absOrSelf(ref))
 	recs, _ := filepath.Glob(filepath.Join(stateDir, "sessions", "*", "session.json"))
+	var best sessionDir
+	var bestRec sessionRecord
 	for _, p := range recs {
-		b, err := os.ReadFile(p)
+		d := sessionDir(filepath.Dir(p))
+		r, err := d.readRecord()
 		if err != nil {
 			return "", sessionRecord{}, err
-		}
-		var r sessionRecord
-		if err := json.Unmarshal(b, &r); err != nil {
-			return "", sessionRecord{}, fmt.Errorf("session record %q: %w", p, err)
 		}
 		if r.Out != out {
 			continue
 		}
-		d := sessionDir(filepath.Dir(p))
-		if filepath.Base(string(d)) != r.ID || len(r.PublicKey) != ed25519.PublicKeySize {
-			return "", sessionRecord{}, fmt.Errorf("session record %q is damaged", p)
+		if best == "" || r.Started.After(bestRec.Started) || r.Started.Equal(bestRec.Started) && r.ID > bestRec.ID {
+			best, bestRec = d, r
 		}
-		return d, r, nil
 	}
-	return "", sessionRecord{}, fmt.Errorf("no session with output dir %q has a change set in %q (already applied or discarded?)", out, stateDir)
+	if best == "" {
+		if _, err := os.Stat(stateDir); err != nil {
+			return "", sessionRecord{}, fmt.Errorf("no session %q: the state dir %q: %w", ref, stateDir, unwrapPath(err))
+		}
+		return "", sessionRecord{}, fmt.Errorf("no session %q in the state dir %q: give an output dir or a session id (`layerseal sessions` lists them)", ref, stateDir)
+	}
+	return best, bestRec, nil
+}
+
+// readRecord reads and checks the session's record.
+func (d sessionDir) readRecord() (sessionRecord, error) {
+	var r sessionRecord
+	b, err := os.ReadFile(d.record())
+	if err != nil {
+		return r, err
+	}
+	if err := json.Unmarshal(b, &r); err != nil {
+		return r, fmt.Errorf("session record %q is damaged: %w", d.record(), err)
+	}
+	if filepath.Base(string(d)) != r.ID || len(r.PublicKey) != ed25519.PublicKeySize {
+		return r, fmt.Errorf("session record %q is damaged", d.record())
+	}
+	return r, nil
+}
+
+// isSessionID reports whether s has the form of a session id.
+func isSessionID(s string) bool {
+	if len(s) != 32 {
+		return false
+	}
+	for _, c := range s {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 func absOrSelf(p string) string {

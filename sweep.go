@@ -46,7 +46,7 @@ func sweep(upper, work, lower string, lowerDir *os.File, p attest.Policy, noMoun
 			failed[v.Path] = err
 		}
 	}
-	after, err := attestUpper(upper, work, lower, lowerDir, p, noMountID, nil)
+	after, err := attestUpper(upper, work, lower, lowerDir, p, noMountID, nil, nil)
 	if err != nil {
 		return fmt.Errorf("read the swept upper layer: %w", err)
 	}
@@ -128,4 +128,21 @@ func blocked(st *attest.Statement) []string {
 // under reports whether p is dir or lies beneath it.
 func under(p, dir attest.Path) bool {
 	return p == dir || strings.HasPrefix(string(p), string(dir)+"/")
+}
+
+// GitChanges counts the entries of st's change set after the sweep that
+// lie in the workspace's .git when the sweep found violations, and is 0
+// otherwise: a commit the agent made can carry a protected file's content
+// into the repository although the sweep reverted the file itself.
+func GitChanges(st *attest.Statement) int {
+	if len(st.Violations) == 0 {
+		return 0
+	}
+	n := 0
+	for _, e := range st.AppliedEntries() {
+		if under(e.Path, ".git") {
+			n++
+		}
+	}
+	return n
 }

@@ -100,6 +100,12 @@ const (
 	// place on this kernel or host (see Sandbox.Missing).
 	SandboxWeakened Code = "sandbox"
 	PathLimit       Code = "path-limit" // a path over the length limit (its subtree) or past the total path bytes budget (the rest) was not examined
+	// Conflict: the workspace entry at the path (or its directory, for an
+	// entry created or removed) changed after the launch, by someone other
+	// than the agent: its "old" state is what the workspace held when it
+	// was read, not necessarily the launch-time state, and applying would
+	// overwrite that edit.
+	Conflict Code = "conflict"
 )
 
 // Reason is one place a statement could not look.

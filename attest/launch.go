@@ -31,7 +31,7 @@ import (
 //	               "time_budget": Go duration string, "exclude","protect": arrays of paths,
 //	               "allow": array of paths, "config_sha256": lowercase hex (omitted
 //	               when no config file was read), "checkpoint_every": Go duration
-//	               string, "apply": "auto" or "stage"}
+//	               string, "apply": "auto", "stage" or "always"}
 //	tool_version  string
 //	started       RFC 3339 UTC time with nanoseconds, trailing zeros dropped
 type LaunchRecord struct {
@@ -84,8 +84,10 @@ type Policy struct {
 	ConfigDigest []byte
 	// CheckpointEvery is the checkpoint interval; 0 means none.
 	CheckpointEvery time.Duration
-	// Apply is "stage" (keep the change set for review) or empty: apply
-	// when the agent is done ("auto" in JSON; decoded as empty).
+	// Apply is "stage" (keep the change set for review), "always" (apply
+	// whatever the run's outcome) or empty: apply when the agent is done,
+	// unless the run had violations, a non-zero exit or a signal ("auto"
+	// in JSON; decoded as empty).
 	Apply string
 }
 
@@ -295,8 +297,8 @@ func (l *LaunchRecord) validate() error {
 	if p.CheckpointEvery < 0 {
 		return fmt.Errorf("policy checkpoint interval %s is negative", p.CheckpointEvery)
 	}
-	if p.Apply != "" && p.Apply != "auto" && p.Apply != "stage" {
-		return fmt.Errorf("policy apply mode %q: want \"auto\" or \"stage\"", p.Apply)
+	if p.Apply != "" && p.Apply != "auto" && p.Apply != "stage" && p.Apply != "always" {
+		return fmt.Errorf("policy apply mode %q: want \"auto\", \"stage\" or \"always\"", p.Apply)
 	}
 	if err := validText("tool version", l.ToolVersion); err != nil {
 		return err

@@ -20,3 +20,25 @@ func ReadStatement(env []byte) (*Statement, error) {
 	}
 	return st, nil
 }
+
+// ReadLaunch parses a launch record envelope exactly as strictly as
+// VerifyLaunch, without checking its signature: for showing it. Its result
+// is not evidence; VerifyLaunch is.
+func ReadLaunch(env []byte) (*LaunchRecord, error) {
+	e, err := parseEnvelope(env, MaxLaunchSize)
+	if err != nil {
+		return nil, err
+	}
+	return parseLaunchPayload(e.Payload)
+}
+
+// SignerKeyID returns the key ID an envelope names for its signature,
+// without checking anything else of it: for saying which key a file that
+// does not verify was signed with.
+func SignerKeyID(env []byte) (string, error) {
+	e, err := parseEnvelope(env, MaxStatementSize)
+	if err != nil {
+		return "", err
+	}
+	return e.Signatures[0].KeyID, nil
+}

@@ -30,7 +30,9 @@ const StatementSubject = "workspace-changes"
 //	incomplete       array of {"code", "path" (omitted when empty), "detail" (Bytes text)}
 //	changes          array of entries, sorted by path bytes, paths unique:
 //	                 {"path", "change", "old" (omitted for added), "new" (omitted for deleted)}
-//	exit             {"code": number, "signal": string, omitted when empty}
+//	exit             {"code": number, "signal": string, omitted when empty,
+//	                 "unknown": true, only when the status is not known (code 0),
+//	                 "interrupt": signal name, omitted when empty}
 //	ended            RFC 3339 UTC time with nanoseconds, trailing zeros dropped
 //	stats            {"upper_entries","lower_entries","bytes_hashed": decimal strings}
 //	checkpoint_head  SHA-256 of the last checkpoint's envelope file, lowercase hex;
@@ -86,6 +88,29 @@ type Statement struct {
 type Exit struct {
 	Code   int
 	Signal string // signal name such as "SIGKILL"; empty unless killed by one
+	// Unknown: no one saw how the agent ended (a statement made by
+	// recover); Code is then 0 and Signal empty.
+	Unknown bool
+	// Interrupt is the first interrupt (such as "SIGINT" for a Ctrl-C)
+	// the supervisor received and passed on to the agent while it ran;
+	// empty when none came.
+	Interrupt string
+}
+
+// String is the exit as a person reads it: "0", "130 (SIGINT)", "unknown",
+// "0, after a SIGINT to the supervisor".
+func (e Exit) String() string {
+	s := fmt.Sprint(e.Code)
+	switch {
+	case e.Unknown:
+		s = "unknown"
+	case e.Signal != "":
+		s = fmt.Sprintf("%d (%s)", e.Code, e.Signal)
+	}
+	if e.Interrupt != "" {
+		s += ", after a " + e.Interrupt + " to the supervisor"
+	}
+	return s
 }
 
 // Stats counts the work behind a statement.
@@ -149,8 +174,10 @@ type xattrJSON struct {
 }
 
 type exitJSON struct {
-	Code   int    `json:"code"`
-	Signal string `json:"signal,omitempty"`
+	Code      int    `json:"code"`
+	Signal    string `json:"signal,omitempty"`
+	Unknown   bool   `json:"unknown,omitempty"`
+	Interrupt string `json:"interrupt,omitempty"`
 }
 
 type statsJSON struct {
@@ -216,7 +243,7 @@ func (st *Statement) toJSON() *statementJSON {
 		Complete:       st.Complete,
 		Incomplete:     make([]reasonJSON, len(st.Incomplete)),
 		Changes:        make([]entryJSON, len(st.Entries)),
-		Exit:           exitJSON{Code: st.Exit.Code, Signal: st.Exit.Signal},
+		Exit:           exitJSON(st.Exit),
 		Ended:          formatTime(st.Ended),
 		Stats:          statsJSON(st.Stats),
 		CheckpointHead: hexOrEmpty(st.CheckpointHead),
@@ -247,7 +274,7 @@ func (j *statementJSON) fromJSON() (*Statement, error) {
 		Workspace: j.Workspace,
 		Count:     j.Count,
 		Complete:  j.Complete,
-		Exit:      Exit{Code: j.Exit.Code, Signal: j.Exit.Signal},
+		Exit:      Exit(j.Exit),
 		Stats:     Stats(j.Stats),
 
 		Excluded:     excludedFromJSON(j.Excluded),
@@ -309,7 +336,7 @@ var knownCodes = map[Code]bool{
 	NoMountID: true, OtherMount: true, Submount: true, Unreadable: true, Vanished: true,
 	DigestCap: true, EntryBudget: true, TimeBudget: true, DirEntryLimit: true, RootMissing: true,
 	LowerChanged: true, AgentMount: true, AgentOutlived: true, CapSysAdmin: true, UnobservedEnd: true,
-	Unstable: true, SandboxWeakened: true, PathLimit: true,
+	Unstable: true, SandboxWeakened: true, PathLimit: true, Conflict: true,
 }
 
 var knownTypes = map[Type]bool{
@@ -470,11 +497,14 @@ func (st *Statement) validate() error {
 			return err
 		}
 	}
-	if st.Exit.Signal != "" {
-		if len(st.Exit.Signal) > 32 || !strings.HasPrefix(st.Exit.Signal, "SIG") ||
-			strings.ContainsFunc(st.Exit.Signal, func(r rune) bool { return r <= 0x20 || r >= 0x7F }) {
-			return fmt.Errorf("exit signal %q is not a signal name", st.Exit.Signal)
+	for _, sig := range []string{st.Exit.Signal, st.Exit.Interrupt} {
+		if sig != "" && (len(sig) > 32 || !strings.HasPrefix(sig, "SIG") ||
+			strings.ContainsFunc(sig, func(r rune) bool { return r <= 0x20 || r >= 0x7F })) {
+			return fmt.Errorf("exit signal %q is not a signal name", sig)
 		}
+	}
+	if st.Exit.Unknown && (st.Exit.Code != 0 || st.Exit.Signal != "") {
+		return fmt.Errorf("exit unknown with code %d and signal %q", st.Exit.Code, st.Exit.Signal)
 	}
 	if st.Exit.Code < math.MinInt32 || st.Exit.Code > math.MaxInt32 {
 		return fmt.Errorf("exit code %d out of range", st.Exit.Code)

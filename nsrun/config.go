@@ -145,6 +145,15 @@ type MountFinding struct {
 // command cannot be found in its PATH (a shell reports this as exit 127).
 var ErrCommandNotFound = errors.New("command not found")
 
+// notFound wraps ErrCommandNotFound around msg, an error text passed up
+// from a stage that may have wrapped it already, so it is said once.
+func notFound(msg string) error {
+	for strings.HasPrefix(msg, ErrCommandNotFound.Error()+": ") {
+		msg = strings.TrimPrefix(msg, ErrCommandNotFound.Error()+": ")
+	}
+	return fmt.Errorf("%w: %s", ErrCommandNotFound, msg)
+}
+
 // message is one line of the protocol between the supervisor and init.
 type message struct {
 	Ready   *Ready  `json:",omitempty"` // init: set up, waiting for Go

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -48,6 +49,9 @@ type Run struct {
 
 	killMu   sync.Mutex
 	killed   bool        // Kill was called
+	// interrupted: the operator typed the interrupt character (Ctrl-C)
+	// into the agent's pseudo-terminal.
+	interrupted atomic.Bool
 	hardKill *time.Timer // kills init when it does not answer Kill
 
 	sigs     chan os.Signal
@@ -187,7 +191,7 @@ func (r *Run) wait() error {
 // initError turns an error reported by init into a Go error.
 func initError(m message) error {
 	if m.NotFound {
-		return fmt.Errorf("%w: %s", ErrCommandNotFound, m.Error)
+		return notFound(m.Error)
 	}
 	return errors.New(m.Error)
 }
@@ -227,7 +231,7 @@ func (r *Run) Ready() (Ready, error) {
 // seconds of the first calls Kill.
 func (r *Run) Go() error {
 	if r.term != nil {
-		if err := r.term.start(r.Kill); err != nil {
+		if err := r.term.start(func() { r.interrupted.Store(true) }, r.Kill); err != nil {
 			r.Abort()
 			return err
 		}
@@ -288,6 +292,12 @@ func (r *Run) Killed() bool {
 	defer r.killMu.Unlock()
 	return r.killed
 }
+
+// Interrupted reports whether the operator typed the interrupt character
+// (Ctrl-C) on the terminal whose input reaches the agent through its
+// pseudo-terminal: the agent got a SIGINT from its terminal that the
+// supervisor never received itself.
+func (r *Run) Interrupted() bool { return r.interrupted.Load() }
 
 // Signal asks init to deliver sig to the agent's main process.
 func (r *Run) Signal(sig syscall.Signal) error {

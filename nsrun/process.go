@@ -82,7 +82,7 @@ func startAgent(cfg *Config, filter seccomp.Program) (int, error) {
 			return 0, fmt.Errorf("agent stage sent %q", b)
 		}
 		if m.NotFound {
-			return 0, fmt.Errorf("%w: %s", ErrCommandNotFound, m.Error)
+			return 0, notFound(m.Error)
 		}
 		return 0, errors.New(m.Error)
 	}

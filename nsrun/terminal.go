@@ -122,9 +122,10 @@ func (t *terminal) streams(stdin, stdout, stderr *os.File) (*os.File, *os.File, 
 }
 
 // start puts the operator's terminal in raw mode (when it is stdin and the
-// supervisor is in its foreground process group) and starts relaying. interrupt is called on a second interrupt character
-// within interruptWindow of the first.
-func (t *terminal) start(interrupt func()) error {
+// supervisor is in its foreground process group) and starts relaying. seen
+// is called on each interrupt character relayed, interrupt on a second one
+// within interruptWindow of the first (which is not relayed).
+func (t *terminal) start(seen, interrupt func()) error {
 	if t.in != nil {
 		// A supervisor in the background leaves the terminal to the
 		// foreground: changing its mode or reading it would stop us.
@@ -162,7 +163,7 @@ func (t *terminal) start(interrupt func()) error {
 	}
 	t.relayOutput()
 	t.inDone = make(chan struct{})
-	go t.relayInput(interrupt)
+	go t.relayInput(seen, interrupt)
 	return nil
 }
 
@@ -179,7 +180,7 @@ func (t *terminal) relayOutput() {
 // relayInput copies the operator's keystrokes to the agent's pty until it is
 // woken. It polls rather than reads blindly, so that it never holds a read
 // of the operator's terminal once the run is over.
-func (t *terminal) relayInput(interrupt func()) {
+func (t *terminal) relayInput(seen, interrupt func()) {
 	defer close(t.inDone)
 	var last time.Time
 	buf := make([]byte, 4096)
@@ -216,6 +217,7 @@ func (t *terminal) relayInput(interrupt func()) {
 				return
 			}
 			last = now
+			seen()
 		}
 		if _, err := t.master.Write(buf[:n]); err != nil {
 			return

@@ -62,6 +62,11 @@ type ApplyOptions struct {
 	// Left, when set, is called for each entry Partial made Apply leave
 	// as it is, with the reason.
 	Left func(p attest.Path, why string)
+	// Stop, when set, is asked before each change Apply makes; an error
+	// from it stops Apply there (wrapped in *ApplyError), leaving the
+	// workspace as a crash at that point would: running Apply again with
+	// the same entries finishes the job.
+	Stop func() error
 
 	// crashAt, in tests, is asked before each change; when it returns
 	// true Apply stops at once as if the process had died there, leaving
@@ -457,10 +462,15 @@ func (a *applier) stat(p attest.Path) (linux.Stat, error) {
 	return linux.Lstat(fd, "")
 }
 
-// step announces one change to the workspace; it fails only when a test
-// simulates a crash there.
+// step announces one change to the workspace; it fails only when Stop
+// says so or a test simulates a crash there.
 func (a *applier) step(op string, p attest.Path) error {
 	a.steps++
+	if a.opt.Stop != nil {
+		if err := a.opt.Stop(); err != nil {
+			return &ApplyError{Path: p, Op: op, Err: err}
+		}
+	}
 	if a.opt.Progress != nil {
 		a.opt.Progress(op, p)
 	}

@@ -540,6 +540,9 @@ func (r *reader) count(p attest.Path, counter *int64) bool {
 		return false
 	}
 	*counter++
+	if r.opt.Progress != nil {
+		r.opt.Progress(p)
+	}
 	return true
 }
 

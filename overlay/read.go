@@ -82,6 +82,10 @@ type ReadOptions struct {
 	// is taken instead of reading the file. The caller answers only for
 	// a stat tuple it hashed itself and saw settled (not racy).
 	KnownDigest func(p attest.Path, st linux.Stat) []byte
+	// Progress, if set, is called with each upper or lower entry as it is
+	// counted against the entry budget (for a progress display; it must
+	// be quick).
+	Progress func(p attest.Path)
 
 	// LowerDir, if set, is the lower layer's root as the caller opened
 	// and identified it: Read reads beneath it, and the lower path only

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -24,8 +25,12 @@ const MaxConfigSize = 1 << 20
 
 // Apply modes.
 const (
-	ApplyAuto  = "auto"  // apply the swept change set when the agent is done
-	ApplyStage = "stage" // keep it staged for review
+	// ApplyAuto applies the swept change set when the agent is done, but
+	// stages it when the run had violations, the agent exited non-zero or
+	// a signal ended it.
+	ApplyAuto   = "auto"
+	ApplyStage  = "stage"  // keep it staged for review
+	ApplyAlways = "always" // apply it whatever the run's outcome
 )
 
 // Config is a parsed layerseal.yaml:
@@ -36,7 +41,7 @@ const (
 //	max_entries_per_dir: 10000
 //	budget: {entries: 1000000, time: 10m}
 //	checkpoint_every: 0s        # Go duration; 0 disables interval checkpoints
-//	apply: auto                 # auto | stage
+//	apply: auto                 # auto | stage | always
 //
 // Every key is optional; zero values mean layerseal's defaults. Unknown or
 // repeated keys, values of the wrong kind, negative limits and globs that
@@ -49,7 +54,7 @@ type Config struct {
 	Entries          int64         // budget.entries
 	Time             time.Duration // budget.time
 	CheckpointEvery  time.Duration
-	Apply            string // ApplyAuto (also when not given) or ApplyStage
+	Apply            string // ApplyAuto (also when not given), ApplyStage or ApplyAlways
 	// Digest is the SHA-256 of the file's bytes; nil for a config that was
 	// not read from a file.
 	Digest []byte
@@ -59,27 +64,67 @@ type fileConfig struct {
 	Exclude          globList   `yaml:"exclude"`
 	Protected        globList   `yaml:"protected"`
 	DigestCap        sizeValue  `yaml:"digest_cap"`
-	MaxEntriesPerDir *int64     `yaml:"max_entries_per_dir"`
+	MaxEntriesPerDir count      `yaml:"max_entries_per_dir"`
 	Budget           budgetYAML `yaml:"budget"`
 	CheckpointEvery  duration   `yaml:"checkpoint_every"`
-	Apply            string     `yaml:"apply"`
+	Apply            applyMode  `yaml:"apply"`
 }
 
 type budgetYAML struct {
-	Entries *int64   `yaml:"entries"`
+	Entries count    `yaml:"entries"`
 	Time    duration `yaml:"time"`
 }
 
-// globList is a YAML sequence of globs (or a single glob), compiled with
-// line numbers in errors.
+func (b *budgetYAML) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.MappingNode {
+		return fmt.Errorf("line %d: budget takes a mapping such as {entries: 1000000, time: 10m}", n.Line)
+	}
+	// Node.Decode does not refuse unknown keys: check them here.
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if k := n.Content[i]; k.Value != "entries" && k.Value != "time" {
+			return fmt.Errorf("line %d: unknown key %q in budget (its keys are entries and time)", k.Line, k.Value)
+		}
+	}
+	type plain budgetYAML
+	return n.Decode((*plain)(b))
+}
+
+// count is a positive whole number, refused with its line otherwise.
+type count struct {
+	n   int64
+	set bool
+}
+
+func (c *count) UnmarshalYAML(n *yaml.Node) error {
+	v, err := strconv.ParseInt(n.Value, 10, 64)
+	if n.Kind != yaml.ScalarNode || err != nil || v <= 0 {
+		return fmt.Errorf("line %d: %q: want a positive whole number such as 10000", n.Line, n.Value)
+	}
+	*c = count{v, true}
+	return nil
+}
+
+// applyMode is ApplyAuto, ApplyStage or ApplyAlways.
+type applyMode string
+
+func (a *applyMode) UnmarshalYAML(n *yaml.Node) error {
+	switch v := n.Value; {
+	case n.Kind == yaml.ScalarNode && (v == ApplyAuto || v == ApplyStage || v == ApplyAlways):
+		*a = applyMode(v)
+		return nil
+	}
+	return fmt.Errorf("line %d: apply %q: want %s, %s or %s", n.Line, n.Value, ApplyAuto, ApplyStage, ApplyAlways)
+}
+
+// globList is a YAML sequence of globs, compiled with line numbers in
+// errors.
 type globList []*Glob
 
 func (l *globList) UnmarshalYAML(n *yaml.Node) error {
-	items := []*yaml.Node{n}
-	if n.Kind == yaml.SequenceNode {
-		items = n.Content
+	if n.Kind != yaml.SequenceNode {
+		return fmt.Errorf("line %d: want a list of globs, such as [%s]", n.Line, n.Value)
 	}
-	for _, it := range items {
+	for _, it := range n.Content {
 		if it.Kind != yaml.ScalarNode || it.Tag == "!!null" {
 			return fmt.Errorf("line %d: want a glob string", it.Line)
 		}
@@ -99,7 +144,7 @@ type sizeValue struct {
 
 func (s *sizeValue) UnmarshalYAML(n *yaml.Node) error {
 	if n.Kind != yaml.ScalarNode {
-		return fmt.Errorf("line %d: want a byte count such as 256MiB", n.Line)
+		return fmt.Errorf("line %d: want a byte count such as 256MiB or 1GB", n.Line)
 	}
 	v, err := ParseSize(n.Value)
 	if err != nil {
@@ -123,23 +168,25 @@ func (d *duration) UnmarshalYAML(n *yaml.Node) error {
 	return nil
 }
 
-// ParseSize reads a positive byte count such as 1048576, 512KiB, 256MiB or
-// 4GiB.
+// ParseSize reads a positive byte count: a whole number with an optional
+// unit, KiB, MiB, GiB, TiB (powers of 1024), KB, MB, GB, TB (powers of
+// 1000) or B, such as 1048576, 512KiB, 256MiB or 1GB.
 func ParseSize(s string) (int64, error) {
 	mult := int64(1)
-	num := s
+	num := strings.TrimSpace(s)
 	for _, u := range []struct {
 		suffix string
 		m      int64
-	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40}, {"B", 1}} {
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40},
+		{"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12}, {"B", 1}} {
 		if strings.HasSuffix(num, u.suffix) {
-			num, mult = strings.TrimSuffix(num, u.suffix), u.m
+			num, mult = strings.TrimSpace(strings.TrimSuffix(num, u.suffix)), u.m
 			break
 		}
 	}
 	n, err := strconv.ParseInt(num, 10, 64)
 	if err != nil || n <= 0 || n > (1<<62)/mult {
-		return 0, fmt.Errorf("%q is not a positive byte count such as 256MiB", s)
+		return 0, fmt.Errorf("%q is not a positive byte count such as 256MiB or 1GB", s)
 	}
 	return n * mult, nil
 }
@@ -167,38 +214,35 @@ func Parse(name string, data []byte) (*Config, error) {
 	}
 	c.Exclude, c.Protected = f.Exclude, f.Protected
 	c.DigestCap = f.DigestCap.n
-	for _, v := range []struct {
-		key string
-		p   *int64
-		dst *int64
-	}{{"max_entries_per_dir", f.MaxEntriesPerDir, &c.MaxEntriesPerDir}, {"budget.entries", f.Budget.Entries, &c.Entries}} {
-		if v.p == nil {
-			continue
-		}
-		if *v.p <= 0 {
-			return nil, fmt.Errorf("config %q: %s %d: must be positive", name, v.key, *v.p)
-		}
-		*v.dst = *v.p
-	}
+	c.MaxEntriesPerDir, c.Entries = f.MaxEntriesPerDir.n, f.Budget.Entries.n
 	c.Time = f.Budget.Time.d
 	c.CheckpointEvery = f.CheckpointEvery.d
-	switch f.Apply {
-	case "", ApplyAuto:
-	case ApplyStage:
-		c.Apply = ApplyStage
-	default:
-		return nil, fmt.Errorf("config %q: apply %q: want %q or %q", name, f.Apply, ApplyAuto, ApplyStage)
+	if f.Apply != "" {
+		c.Apply = string(f.Apply)
 	}
 	return c, nil
 }
 
-// cleanYAMLError drops the "yaml: " prefixes the decoder adds.
+// unknownField is how the decoder reports a key the file may not have.
+var unknownField = regexp.MustCompile(`field (\S+) not found in type \S+`)
+
+// wrongKind is how the decoder reports a value of the wrong kind.
+var wrongKind = regexp.MustCompile(`cannot unmarshal !!(\w+) (.*) into \S+`)
+
+// cleanYAMLError drops the "yaml: " prefixes the decoder adds and says in
+// the file's words what its Go-typed messages say.
 func cleanYAMLError(err error) error {
+	msgs := []string{strings.TrimPrefix(err.Error(), "yaml: ")}
 	var te *yaml.TypeError
 	if errors.As(err, &te) {
-		return errors.New(strings.Join(te.Errors, "; "))
+		msgs = te.Errors
 	}
-	return errors.New(strings.TrimPrefix(err.Error(), "yaml: "))
+	for i, m := range msgs {
+		m = unknownField.ReplaceAllString(m, "unknown key \"$1\" (the keys are exclude, protected, digest_cap, max_entries_per_dir, budget (entries, time), checkpoint_every, apply)")
+		m = wrongKind.ReplaceAllString(m, "$2 is not a value this key takes")
+		msgs[i] = m
+	}
+	return errors.New(strings.Join(msgs, "; "))
 }
 
 // Texts returns the globs as written, as paths for the launch record.

@@ -45,6 +45,12 @@ func Compile(text string) (*Glob, error) {
 	case strings.HasPrefix(text, "/"):
 		return nil, fmt.Errorf("glob %q is absolute: globs are relative to the workspace root", text)
 	}
+	// A trailing slash names a directory as a path does: "a/" is "a",
+	// and is kept (and recorded) as "a".
+	if t := strings.TrimSuffix(text, "/"); t != "" {
+		text = t
+		g.text = t
+	}
 	for _, c := range strings.Split(text, "/") {
 		switch {
 		case c == "":

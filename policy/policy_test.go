@@ -49,7 +49,7 @@ func TestGlobMatch(t *testing.T) {
 }
 
 func TestGlobNeverMatches(t *testing.T) {
-	for _, bad := range []string{"", "/etc/passwd", "a//b", "a/", "./a", "a/../b", "a\x00b", "[z-a]", "[", "a**", "x/**y"} {
+	for _, bad := range []string{"", "/etc/passwd", "a//b", "a//", "./a", "a/../b", "a\x00b", "[z-a]", "[", "a**", "x/**y"} {
 		if _, err := Compile(bad); err == nil {
 			t.Errorf("Compile(%q) accepted a glob that can never match", bad)
 		}
@@ -168,6 +168,33 @@ func TestParseRefuses(t *testing.T) {
 		_, err := Parse("layerseal.yaml", []byte(c.yaml))
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("Parse(%q) = %v, want an error containing %q", c.yaml, err, c.want)
+		}
+	}
+}
+
+// TestParseUserForms: the forms a user writes are read, or refused naming
+// the line and the fix in the file's words, never a Go type.
+func TestParseUserForms(t *testing.T) {
+	c, err := Parse("layerseal.yaml", []byte("exclude: [node_modules/, target]\ndigest_cap: 1GB\napply: always\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.DigestCap != 1e9 || c.Apply != ApplyAlways || len(c.Exclude) != 2 || !c.Exclude[0].Match("node_modules") || Texts(c.Exclude)[0] != "node_modules" {
+		t.Errorf("parsed %+v", c)
+	}
+	for _, bad := range []struct{ yaml, want string }{
+		{"exclude: node_modules\n", "line 1: want a list of globs, such as [node_modules]"},
+		{"exclude: [a]\nunknown_key: 1\n", `line 2: unknown key "unknown_key"`},
+		{"\napply: maybe\n", `line 2: apply "maybe"`},
+		{"budget:\n  entries: -5\n", `line 2: "-5": want a positive whole number`},
+		{"max_entries_per_dir: -1\n", "line 1:"},
+		{"protected: {a: b}\n", "line 1: want a list"},
+		{"budget: 5\n", "line 1: budget takes a mapping"},
+		{"budget: {entries: 5, tim: 3s}\n", `unknown key "tim" in budget`},
+	} {
+		_, err := Parse("layerseal.yaml", []byte(bad.yaml))
+		if err == nil || !strings.Contains(err.Error(), bad.want) || strings.Contains(err.Error(), "policy.") || strings.Contains(err.Error(), "int64") {
+			t.Errorf("Parse(%q) = %v, want an error with %q and no Go type", bad.yaml, err, bad.want)
 		}
 	}
 }

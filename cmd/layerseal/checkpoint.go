@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"text/tabwriter"
+	"time"
 
 	"github.com/urfave/cli/v3"
 
@@ -20,11 +22,14 @@ func checkpointCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "checkpoint",
 		Usage:     "ask a running session to take a checkpoint now (as SIGUSR1 to its supervisor does)",
-		ArgsUsage: "OUT",
-		Flags:     []cli.Flag{&cli.StringFlag{Name: "state-dir", Value: layerseal.DefaultStateDir}},
+		ArgsUsage: "OUT|SESSION-ID",
+		Flags:     []cli.Flag{stateDirFlag()},
 		Action: func(_ context.Context, cmd *cli.Command) error {
 			if cmd.NArg() != 1 {
-				return usageErr("usage: layerseal checkpoint OUT")
+				return usageErr("usage: layerseal checkpoint OUT|SESSION-ID")
+			}
+			if err := needRoot("checkpoint"); err != nil {
+				return err
 			}
 			res, err := layerseal.RequestCheckpoint(cmd.Args().First(), cmd.String("state-dir"))
 			if err != nil {
@@ -46,14 +51,17 @@ func checkpointCommand() *cli.Command {
 func sessionsCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "sessions",
-		Usage: "list the sessions kept in the state dir: running, attested (change set kept) or interrupted",
+		Usage: "list the sessions of the state dir: id, state (running, staged, applied, discarded, interrupted), workspace, start and end",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "state-dir", Value: layerseal.DefaultStateDir},
+			stateDirFlag(),
 			&cli.BoolFlag{Name: "json", Usage: "print JSON"},
 		},
 		Action: func(_ context.Context, cmd *cli.Command) error {
 			if cmd.NArg() != 0 {
 				return usageErr("usage: layerseal sessions [--json]")
+			}
+			if err := needRoot("sessions"); err != nil {
+				return err
 			}
 			list, err := layerseal.Sessions(cmd.String("state-dir"))
 			if err != nil {
@@ -66,11 +74,38 @@ func sessionsCommand() *cli.Command {
 				printJSON(list)
 				return nil
 			}
-			for _, s := range list {
-				fmt.Printf("%s\t%s\t%d checkpoint(s)\t%s\n", s.ID, s.State, s.Checkpoints, s.Out)
-			}
+			writeSessions(os.Stdout, list)
 			return nil
 		},
+	}
+}
+
+// writeSessions prints one aligned line per session under a header, and
+// under it what to do next where there is something to do.
+func writeSessions(w io.Writer, list []layerseal.SessionInfo) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tSTATE\tWORKSPACE\tSTARTED\tENDED\tCHANGES\tOUT")
+	stamp := func(t time.Time) string {
+		if t.IsZero() {
+			return "-"
+		}
+		return t.Local().Format("2006-01-02 15:04:05")
+	}
+	for _, s := range list {
+		state := s.State
+		if len(s.Skipped) > 0 {
+			state += " (partly)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", s.ID, state, attest.Path(s.Workspace), stamp(s.Started), stamp(s.Ended), s.Changes, attest.Path(s.Out))
+	}
+	tw.Flush()
+	for _, s := range list {
+		if s.Detail != "" {
+			fmt.Fprintf(w, "# %s: %s\n", s.ID, s.Detail)
+		}
+	}
+	if len(list) == 0 {
+		fmt.Fprintln(w, "# no sessions")
 	}
 }
 

@@ -11,12 +11,15 @@ import (
 	"strings"
 
 	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"github.com/urfave/cli/v3"
 
 	"github.com/layerseal/layerseal"
 	"github.com/layerseal/layerseal/attest"
 	"github.com/layerseal/layerseal/nsrun"
+	"github.com/layerseal/layerseal/overlay"
+	"github.com/layerseal/layerseal/policy"
 	"github.com/layerseal/layerseal/probe"
 )
 
@@ -34,7 +37,7 @@ func keygenCommand() *cli.Command {
 			if err != nil {
 				return exitWith(exitFailed, err)
 			}
-			fmt.Printf("%s\t%s\t%s.pub\n", id, out, out)
+			fmt.Printf("key id:      %s\nprivate key: %s (keep it; run and recover sign with it)\npublic key:  %s.pub (give it to verify and show)\n", id, out, out)
 			return nil
 		},
 	}
@@ -47,19 +50,19 @@ func runCommand() *cli.Command {
 		Usage:     "run an agent over an overlay of the workspace, attest and apply its changes",
 		ArgsUsage: "[--] COMMAND [ARG...]",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "workspace", Usage: "directory the agent may change"},
-			&cli.StringFlag{Name: "key", Usage: "signing key (from keygen)"},
-			&cli.StringFlag{Name: "out", Usage: "output dir for launch.json and statement.json"},
-			&cli.StringFlag{Name: "state-dir", Value: layerseal.DefaultStateDir, Usage: "where upper layers are kept (root only)"},
+			&cli.StringFlag{Name: "workspace", Usage: "`DIR` the agent may change"},
+			&cli.StringFlag{Name: "key", Usage: "private signing `KEY` (from keygen)"},
+			&cli.StringFlag{Name: "out", Usage: "output `DIR` for launch.json, statement.json and checkpoints/"},
+			stateDirFlag(),
 			&cli.StringFlag{Name: "user", Usage: "run the agent as `USER[:GROUP]` (names or numeric ids)"},
 			&cli.StringSliceFlag{Name: "env", Usage: "set `NAME=VALUE` in the agent's environment (repeatable)"},
-			&cli.StringFlag{Name: "cwd", Usage: "agent's working directory (default: the workspace)"},
+			&cli.StringFlag{Name: "cwd", Usage: "agent's working `DIR`, relative to the workspace or absolute (default: the workspace)"},
 			&cli.StringFlag{Name: "process", Usage: "OCI runtime-spec process JSON `FILE` describing the agent"},
-			&cli.StringFlag{Name: "digest-cap", Usage: "largest file hashed, e.g. 256MiB (larger ones are compared by size and mtime)"},
-			&cli.Int64Flag{Name: "max-entries", Usage: "entry budget of the final walk"},
-			&cli.Int64Flag{Name: "max-dir-entries", Usage: "largest directory examined"},
-			&cli.DurationFlag{Name: "time-budget", Usage: "time budget of the final walk"},
-			&cli.DurationFlag{Name: "checkpoint-every", Usage: "take a signed checkpoint at this interval, e.g. 30s (also on SIGUSR1 and `layerseal checkpoint OUT`)"},
+			&cli.StringFlag{Name: "digest-cap", Usage: "largest file hashed, such as 256MiB or 1GB (larger ones are compared by size and mtime)", DefaultText: "1GiB"},
+			&cli.Int64Flag{Name: "max-entries", Usage: "entry budget of the final walk", DefaultText: fmt.Sprint(overlay.DefaultMaxEntries)},
+			&cli.Int64Flag{Name: "max-dir-entries", Usage: "largest directory examined", DefaultText: fmt.Sprint(overlay.DefaultMaxDirEntries)},
+			&cli.DurationFlag{Name: "time-budget", Usage: "time budget of the final walk", DefaultText: "none"},
+			&cli.DurationFlag{Name: "checkpoint-every", Usage: "take a signed checkpoint every `INTERVAL`, such as 30s (also on SIGUSR1 and on 'layerseal checkpoint OUT')", DefaultText: "none"},
 			&cli.StringFlag{Name: "config", Usage: "policy `FILE` (default: layerseal.yaml in the workspace root, if any)"},
 			&cli.StringSliceFlag{Name: "allow", Usage: "allow changes to protected paths matching `GLOB` (repeatable)"},
 			&cli.BoolFlag{Name: "stage", Usage: "keep the change set staged for review instead of applying it"},
@@ -81,11 +84,17 @@ func runCommand() *cli.Command {
 				}
 				return err
 			}
+			prog := startProgress()
+			cfg.Progress = progressFunc(prog)
 			res, err := layerseal.Run(cfg)
+			prog.end()
 			var setup *layerseal.SetupError
 			switch {
 			case errors.Is(err, nsrun.ErrCommandNotFound):
-				return runStatus(cmd, exitNotFound, "layerseal", "the agent's command was not found; nothing changed", err, nil)
+				if a := cfg.Process.Args[0]; strings.Contains(a, "/") && !filepath.IsAbs(a) {
+					err = fmt.Errorf("%w (a relative command is looked up from the agent's working directory, %s: give its path from there, or an absolute one)", err, orDefault(cfg.Process.Cwd, "the workspace"))
+				}
+				return runStatus(cmd, exitNotFound, "layerseal", "the agent's command was not found; nothing ran and the output dir can be used again", err, nil)
 			case errors.As(err, &setup):
 				return runStatus(cmd, exitSetup, "layerseal", "layerseal failed before the agent started; nothing changed", err, nil)
 			case err != nil:
@@ -101,9 +110,12 @@ func runCommand() *cli.Command {
 				fmt.Fprintf(os.Stderr, "layerseal: incomplete: %s\n", reasonText(r))
 			}
 			reportPolicy(st)
+			if n := layerseal.GitChanges(st); n > 0 {
+				fmt.Fprintf(os.Stderr, "layerseal: warning: %s\n", strings.Replace(gitWarning(n), "OUT", cmd.String("out"), 1))
+			}
 			if !res.Applied {
 				fmt.Fprintf(os.Stderr, "layerseal: staged, not applied: `layerseal diff %s` shows it; `layerseal apply %s` or `layerseal discard %s`\n",
-					cmd.String("out"), cmd.String("out"), cmd.String("out"))
+					st.SessionID, st.SessionID, st.SessionID)
 			}
 			return runStatus(cmd, res.Exit.Code, "agent", "layerseal itself succeeded", nil, res)
 		},
@@ -177,6 +189,9 @@ func runConfig(cmd *cli.Command) (layerseal.RunConfig, error) {
 		if err != nil {
 			return cfg, exitWith(exitSetup, err)
 		}
+		if len(args) > 0 && len(p.Args) > 0 {
+			return cfg, usageErr("run: --process %q already names the agent's command (its \"args\"): give no command after --, or leave \"args\" out of the file", f)
+		}
 		if len(args) > 0 {
 			p.Args = args
 		}
@@ -207,41 +222,51 @@ func runConfig(cmd *cli.Command) (layerseal.RunConfig, error) {
 		}
 	}
 	if c := cmd.String("cwd"); c != "" {
+		if !filepath.IsAbs(c) {
+			// Relative to the workspace, at the path the agent sees it.
+			ws, err := filepath.Abs(cmd.String("workspace"))
+			if err == nil {
+				if r, err := filepath.EvalSymlinks(ws); err == nil {
+					ws = r
+				}
+			}
+			c = filepath.Join(ws, c)
+		}
 		proc.Cwd = c
 	}
-	policy := attest.Policy{
+	pol := attest.Policy{
 		MaxEntries:    cmd.Int64("max-entries"),
 		MaxDirEntries: cmd.Int64("max-dir-entries"),
 		TimeBudget:    cmd.Duration("time-budget"),
 	}
 	if s := cmd.String("digest-cap"); s != "" {
-		n, err := parseSize(s)
+		n, err := policy.ParseSize(s)
 		if err != nil {
-			return cfg, usageErr("run: --digest-cap %q: %v", s, err)
+			return cfg, usageErr("run: --digest-cap: %v", err)
 		}
-		policy.DigestCap = n
+		pol.DigestCap = n
 	}
-	if policy.MaxEntries < 0 || policy.MaxDirEntries < 0 || policy.TimeBudget < 0 {
+	if pol.MaxEntries < 0 || pol.MaxDirEntries < 0 || pol.TimeBudget < 0 {
 		return cfg, usageErr("run: budgets must not be negative")
 	}
-	if policy, err = runPolicy(cmd, policy); err != nil {
+	if pol, err = runPolicy(cmd, pol); err != nil {
 		return cfg, err
 	}
 	if every := cmd.Duration("checkpoint-every"); every < 0 {
 		return cfg, usageErr("run: --checkpoint-every must not be negative")
 	} else if every > 0 {
-		policy.CheckpointEvery = every
+		pol.CheckpointEvery = every
 	}
 	sandbox, err := runSandbox(cmd)
 	if err != nil {
 		return cfg, err
 	}
-	if err := layerseal.RequireRoot(); err != nil {
-		return cfg, exitWith(exitSetup, err)
+	if err := needRoot("run"); err != nil {
+		return cfg, err
 	}
-	signer, err := attest.LoadPrivateKey(cmd.String("key"))
+	signer, err := loadPrivateKey(cmd.String("key"))
 	if err != nil {
-		return cfg, exitWith(exitSetup, err)
+		return cfg, err
 	}
 	return layerseal.RunConfig{
 		Workspace: cmd.String("workspace"),
@@ -250,7 +275,7 @@ func runConfig(cmd *cli.Command) (layerseal.RunConfig, error) {
 		Out:       cmd.String("out"),
 		StateDir:  cmd.String("state-dir"),
 		Process:   proc,
-		Policy:    policy,
+		Policy:    pol,
 		Sandbox:   sandbox,
 		Stdin:     os.Stdin,
 		Stdout:    os.Stdout,
@@ -268,7 +293,7 @@ func runSandbox(cmd *cli.Command) (nsrun.Sandbox, error) {
 		Seccomp:     cmd.String("seccomp"),
 	}
 	if s := cmd.String("memory"); s != "" {
-		n, err := parseSize(s)
+		n, err := policy.ParseSize(s)
 		if err != nil || n <= 0 {
 			return sb, usageErr("run: --memory %q: want a size such as 512MiB or 4GiB", s)
 		}
@@ -287,7 +312,10 @@ func runSandbox(cmd *cli.Command) (nsrun.Sandbox, error) {
 	return sb, nil
 }
 
-// readProcess reads an OCI runtime-spec process object, strictly.
+// readProcess reads an OCI runtime-spec process object, strictly. What it
+// leaves out is what a command line gets: without "capabilities", the
+// default set for its user (layerseal.DefaultProcess: no CAP_SYS_ADMIN);
+// without "noNewPrivileges", true.
 func readProcess(path string) (specs.Process, error) {
 	var p specs.Process
 	b, err := os.ReadFile(path)
@@ -296,6 +324,17 @@ func readProcess(path string) (specs.Process, error) {
 	}
 	if err := json.Unmarshal(b, &p, json.RejectUnknownMembers(true)); err != nil {
 		return p, fmt.Errorf("process file %q: %w", path, err)
+	}
+	var given map[string]jsontext.Value
+	if err := json.Unmarshal(b, &given); err != nil {
+		return p, fmt.Errorf("process file %q: %w", path, err)
+	}
+	def := layerseal.DefaultProcess(p.Args, p.User.UID, p.User.GID)
+	if _, ok := given["capabilities"]; !ok {
+		p.Capabilities = def.Capabilities
+	}
+	if _, ok := given["noNewPrivileges"]; !ok {
+		p.NoNewPrivileges = true
 	}
 	return p, nil
 }
@@ -334,25 +373,6 @@ func lookupUser(s string) (uid, gid uint32, err error) {
 		}
 	}
 	return uid, gid, nil
-}
-
-// parseSize reads a byte count such as 1048576, 512KiB, 256MiB or 4GiB.
-func parseSize(s string) (int64, error) {
-	mult := int64(1)
-	for _, u := range []struct {
-		suffix string
-		m      int64
-	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40}, {"B", 1}} {
-		if strings.HasSuffix(s, u.suffix) {
-			s, mult = strings.TrimSuffix(s, u.suffix), u.m
-			break
-		}
-	}
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || n <= 0 || n > (1<<62)/mult {
-		return 0, errors.New("want a positive byte count such as 256MiB")
-	}
-	return n * mult, nil
 }
 
 func probeCommand() *cli.Command {
@@ -394,4 +414,17 @@ func reasonText(r attest.Reason) string {
 		s += " " + r.Path.String()
 	}
 	return s + ": " + attest.Bytes(r.Detail).String()
+}
+
+// loadPrivateKey reads run's and recover's --key, saying so when it is a
+// public key.
+func loadPrivateKey(path string) (*attest.Signer, error) {
+	signer, err := attest.LoadPrivateKey(path)
+	if err != nil {
+		if _, perr := attest.LoadPublicKey(path); perr == nil {
+			return nil, usageErr("--key %q is a public key: give the private key it belongs to (the file keygen --out wrote, without .pub)", path)
+		}
+		return nil, exitWith(exitSetup, err)
+	}
+	return signer, nil
 }

@@ -50,7 +50,7 @@ func TestRunExitCodes(t *testing.T) {
 		script string
 		want   int
 	}{
-		{"status", "echo hi > f; exit 3", 3},
+		{"status", "echo hi > f; exit 3", 3}, // staged, not applied
 		{"signal", "kill -TERM $$", 128 + int(syscall.SIGTERM)},
 		{"ok", "true", 0},
 	} {
@@ -66,8 +66,8 @@ func TestRunExitCodes(t *testing.T) {
 	if code != exitNotFound || !strings.Contains(stderr, "no-such-command-xyz") {
 		t.Errorf("missing command: exit %d, want %d: %s", code, exitNotFound, stderr)
 	}
-	if b, _ := os.ReadFile(filepath.Join(e.ws, "f")); string(b) != "hi\n" {
-		t.Errorf("workspace f = %q after the runs, want the first run's change applied", b)
+	if b, _ := os.ReadFile(filepath.Join(e.ws, "f")); string(b) != "x" {
+		t.Errorf("workspace f = %q after the runs, want the failed run's change staged, not applied", b)
 	}
 }
 
@@ -152,6 +152,8 @@ func contains(ss []string, s string) bool {
 }
 
 // TestRunNotRoot runs layerseal as an unprivileged user.
+// TestRunNotRoot: every command that needs root says so to another user,
+// instead of an answer that misleads.
 func TestRunNotRoot(t *testing.T) {
 	e := newEnv(t)
 	bin := filepath.Join(e.dir, "layerseal")
@@ -160,15 +162,30 @@ func TestRunNotRoot(t *testing.T) {
 		t.Fatal(err)
 	}
 	privtest.Searchable(t, e.dir)
-	cmd := exec.Command(bin, "run", "--workspace", e.ws, "--key", e.key, "--out", filepath.Join(e.dir, "o"), "--", "true")
-	cmd.Env = append(os.Environ(), cliEnv+"=1")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	err := cmd.Run()
-	ee, ok := err.(*exec.ExitError)
-	if !ok || ee.ExitCode() != exitSetup || !strings.Contains(stderr.String(), "root") {
-		t.Errorf("as uid 65534: %v, stderr %q; want exit %d naming root", err, stderr.String(), exitSetup)
+	out := filepath.Join(e.dir, "o")
+	for _, c := range []struct {
+		args []string
+		code int
+	}{
+		{[]string{"run", "--workspace", e.ws, "--key", e.key, "--out", out, "--", "true"}, exitSetup},
+		{[]string{"sessions"}, exitFailed},
+		{[]string{"diff", out}, exitFailed},
+		{[]string{"apply", out}, exitFailed},
+		{[]string{"discard", out}, exitFailed},
+		{[]string{"checkpoint", out}, exitFailed},
+		{[]string{"recover", "--key", e.key, out}, exitFailed},
+	} {
+		cmd := exec.Command(bin, c.args...)
+		cmd.Env = append(os.Environ(), cliEnv+"=1")
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+		var stderr bytes.Buffer
+		cmd.Stderr, cmd.Stdout = &stderr, &stderr
+		err := cmd.Run()
+		ee, ok := err.(*exec.ExitError)
+		want := "layerseal " + c.args[0] + " needs root"
+		if !ok || ee.ExitCode() != c.code || !strings.Contains(stderr.String(), want) {
+			t.Errorf("%s as uid 65534: %v, output %q; want exit %d with %q", c.args[0], err, stderr.String(), c.code, want)
+		}
 	}
 }
 
@@ -220,7 +237,8 @@ func (e *env) wantIncomplete(out, code, path string) {
 	}
 }
 
-// TestVerifyRejects tampers with run artifacts: every case must exit 1.
+// TestVerifyRejects tampers with run artifacts: every case must exit 1
+// and say which check failed.
 func TestVerifyRejects(t *testing.T) {
 	e := newEnv(t)
 	write(t, e.ws, map[string]string{"f": "x"})
@@ -257,23 +275,41 @@ func TestVerifyRejects(t *testing.T) {
 		os.WriteFile(p, b, 0o644)
 		return p
 	}
+	// The same statement with one bit of its signature flipped.
+	sigText := envl["signatures"].([]any)[0].(map[string]any)["sig"].(string)
+	sig, _ := base64.StdEncoding.DecodeString(sigText)
+	sig[0] ^= 1
+	badSig := bytes.Replace(st1, []byte(sigText), []byte(base64.StdEncoding.EncodeToString(sig)), 1)
+
 	cases := []struct {
 		name string
 		args []string
+		want string // what the message must say of the check that failed
 	}{
-		{"tampered payload", []string{"--key", e.pub, write("tampered.json", append(tamperedEnv, '\n'))}},
-		{"truncated", []string{"--key", e.pub, write("trunc.json", st1[:len(st1)/2])}},
-		{"trailing data", []string{"--key", e.pub, write("trail.json", append(append([]byte{}, st1...), "{}"...))}},
-		{"other key", []string{"--key", otherKey + ".pub", filepath.Join(run1, "statement.json")}},
-		{"other run's launch", []string{"--key", e.pub, "--launch", filepath.Join(run2, "launch.json"), filepath.Join(run1, "statement.json")}},
-		{"launch as statement", []string{"--key", e.pub, launch1}},
-		{"empty", []string{"--key", e.pub, write("empty.json", nil)}},
+		{"tampered payload", []string{"--key", e.pub, write("tampered.json", append(tamperedEnv, '\n'))}, ""}, // either, as the map re-encodes
+		{"corrupted signature", []string{"--key", e.pub, write("badsig.json", badSig)}, "altered or corrupted"},
+		{"truncated", []string{"--key", e.pub, write("trunc.json", st1[:len(st1)/2])}, "malformed"},
+		{"trailing data", []string{"--key", e.pub, write("trail.json", append(append([]byte{}, st1...), "{}"...))}, "malformed"},
+		{"other key", []string{"--key", otherKey + ".pub", filepath.Join(run1, "statement.json")}, "not with the given key"},
+		{"other run's launch", []string{"--key", e.pub, "--launch", filepath.Join(run2, "launch.json"), filepath.Join(run1, "statement.json")}, "not bound to the launch record"},
+		{"other key's launch", []string{"--key", otherKey + ".pub", launch1}, "not with the given key"},
+		{"empty", []string{"--key", e.pub, write("empty.json", nil)}, "malformed"},
 	}
 	for _, c := range cases {
 		code, stdout, stderr := e.cli(append([]string{"verify"}, c.args...)...)
-		if code != exitFailed {
-			t.Errorf("%s: exit %d, want %d\n%s%s", c.name, code, exitFailed, stdout, stderr)
+		if code != exitFailed || !strings.Contains(stderr, c.want) {
+			t.Errorf("%s: exit %d, want %d saying %q\n%s%s", c.name, code, exitFailed, c.want, stdout, stderr)
 		}
+	}
+	// A launch record verifies on its own, and shows.
+	if code, stdout, stderr := e.cli("verify", "--key", e.pub, launch1); code != 0 || !strings.Contains(stdout, "launch record of session") {
+		t.Errorf("verify of a launch record: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if code, stdout, stderr := e.cli("show", launch1); code != 0 || !strings.Contains(stdout, "workspace: "+e.ws) {
+		t.Errorf("show of a launch record: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if code, _, stderr := e.cli("verify", "--key", e.key, launch1); code != exitUsage || !strings.Contains(stderr, "private key") {
+		t.Errorf("verify with the private key: exit %d\n%s", code, stderr)
 	}
 	if code, _, _ := e.cli("verify", filepath.Join(run1, "statement.json")); code != exitUsage {
 		t.Errorf("verify without --key: exit %d, want %d", code, exitUsage)

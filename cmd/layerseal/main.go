@@ -15,9 +15,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime/debug"
+	"strings"
 
 	"github.com/urfave/cli/v3"
 
+	"github.com/layerseal/layerseal"
 	"github.com/layerseal/layerseal/nsrun"
 )
 
@@ -59,8 +62,9 @@ func main() {
 // runCLI runs the command line args and returns the exit code.
 func runCLI(ctx context.Context, args []string) int {
 	app := &cli.Command{
-		Name:  "layerseal",
-		Usage: "run an agent over an overlay of a workspace and attest what it changed",
+		Name:    "layerseal",
+		Usage:   "run an agent over an overlay of a workspace and attest what it changed",
+		Version: versionText(),
 		Commands: []*cli.Command{
 			keygenCommand(),
 			runCommand(),
@@ -96,4 +100,29 @@ func runCLI(ctx context.Context, args []string) int {
 		fmt.Fprintf(os.Stderr, "layerseal: %s\n", printable(ee.err.Error()))
 	}
 	return ee.code
+}
+
+// versionText is what --version prints: the version launch records carry,
+// then the module version and VCS revision the binary was built from.
+func versionText() string {
+	v := layerseal.Version
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return v + " (no build information)"
+	}
+	parts := []string{"module " + bi.Main.Version}
+	for _, s := range bi.Settings {
+		switch {
+		case s.Key == "vcs.revision":
+			parts = append(parts, "revision "+s.Value)
+		case s.Key == "vcs.time":
+			parts = append(parts, "committed "+s.Value)
+		case s.Key == "vcs.modified" && s.Value == "true":
+			parts = append(parts, "with uncommitted changes")
+		}
+	}
+	if len(parts) == 1 {
+		parts = append(parts, "no VCS revision recorded in the build")
+	}
+	return v + " (" + strings.Join(parts, ", ") + ")"
 }

@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
+	"strings"
 
 	"github.com/urfave/cli/v3"
+	"golang.org/x/sys/unix"
 
 	"github.com/layerseal/layerseal"
 	"github.com/layerseal/layerseal/attest"
@@ -30,9 +33,10 @@ func runPolicy(cmd *cli.Command, base attest.Policy) (attest.Policy, error) {
 	if err != nil {
 		return base, usageErr("run: --allow: %v", err)
 	}
-	rules := policy.Rules{Allow: allow}
+	own, _ := policy.Compile(policy.FileName) // protected by every session
+	rules := policy.Rules{Allow: allow, Protected: []*policy.Glob{own}}
 	if c != nil {
-		rules.Protected = c.Protected
+		rules.Protected = append(rules.Protected, c.Protected...)
 	}
 	for _, g := range rules.UnusedAllows() {
 		fmt.Fprintf(os.Stderr, "layerseal: warning: --allow %q matches no protected path: it grants nothing\n", g.String())
@@ -58,27 +62,68 @@ func applyCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "apply",
 		Usage:     "apply a session's staged change set to its workspace, or finish an apply that stopped",
-		ArgsUsage: "OUT",
+		ArgsUsage: "OUT|SESSION-ID [PATH...]",
+		Description: "Paths changed in the workspace since the launch are conflicts: apply refuses, naming them, and applies nothing.\n" +
+			"`apply --force OUT PATH...` overwrites just those paths; `apply --skip OUT PATH...` leaves them (and what lies\n" +
+			"beneath them) out, and the session is then partly applied; `apply --force OUT` overwrites every conflict and\n" +
+			"also applies violations the sweep could not revert. PATHs are written as `layerseal diff` prints them.",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "state-dir", Value: layerseal.DefaultStateDir},
-			&cli.BoolFlag{Name: "force", Usage: "apply even over paths changed in the workspace since the launch, or violations the sweep could not revert"},
+			stateDirFlag(),
+			&cli.BoolFlag{Name: "force", Usage: "overwrite the named PATHs although they changed in the workspace since the launch (no PATH: every one, and violations the sweep could not revert)"},
+			&cli.BoolFlag{Name: "skip", Usage: "leave the named PATHs, and what lies beneath them, out of the apply"},
 		},
-		Action: func(_ context.Context, cmd *cli.Command) error {
-			if cmd.NArg() != 1 {
-				return usageErr("usage: layerseal apply [--force] OUT")
+		Action: func(ctx context.Context, cmd *cli.Command) error {
+			if cmd.NArg() < 1 || cmd.Bool("force") && cmd.Bool("skip") || cmd.Bool("skip") && cmd.NArg() < 2 {
+				return usageErr("usage: layerseal apply [--force | --skip] OUT [PATH...] (--skip needs at least one PATH)")
 			}
+			if cmd.NArg() > 1 && !cmd.Bool("force") && !cmd.Bool("skip") {
+				return usageErr("apply: PATHs need --force (overwrite them) or --skip (leave them out)")
+			}
+			if err := needRoot("apply"); err != nil {
+				return err
+			}
+			var paths []attest.Path
+			for _, a := range cmd.Args().Slice()[1:] {
+				var p attest.Path
+				if err := p.UnmarshalText([]byte(strings.TrimPrefix(strings.TrimSuffix(a, "/"), "./"))); err != nil {
+					return usageErr("apply: path %q: %v", a, err)
+				}
+				paths = append(paths, p)
+			}
+			// An interrupt stops the apply at its next step, which is
+			// journaled: the error says how to finish it.
+			ctx, stop := signal.NotifyContext(ctx, unix.SIGINT, unix.SIGTERM, unix.SIGHUP)
+			defer stop()
+			prog := startProgress()
+			defer prog.end()
 			left := 0
-			st, err := layerseal.Apply(cmd.Args().First(), layerseal.ApplyOptions{
-				StateDir: cmd.String("state-dir"), Force: cmd.Bool("force"), Progress: applyProgress,
-				Left: func(p attest.Path, why string) {
-					left++
-					fmt.Fprintf(os.Stderr, "layerseal: left %s as it is: %s\n", p, why)
-				},
-			})
+			opt := layerseal.ApplyOptions{StateDir: cmd.String("state-dir"), Progress: progressFunc(prog), Stop: func() error {
+				if ctx.Err() != nil {
+					return layerseal.ErrInterruptedBySignal
+				}
+				return nil
+			}, Left: func(p attest.Path, why string) {
+				left++
+				fmt.Fprintf(os.Stderr, "layerseal: left %s as it is: %s\n", p, printable(why))
+			}}
+			switch {
+			case cmd.Bool("force") && len(paths) == 0:
+				opt.Force = true
+			case cmd.Bool("force"):
+				opt.ForcePaths = paths
+			case cmd.Bool("skip"):
+				opt.Skip = paths
+			}
+			st, err := layerseal.Apply(cmd.Args().First(), opt)
+			prog.end()
 			if err != nil {
 				return exitWith(exitFailed, err)
 			}
-			fmt.Fprintf(os.Stderr, "layerseal: applied %d change(s) and %d excluded subtree(s)\n", len(st.AppliedEntries())-left, len(st.Excluded))
+			msg := fmt.Sprintf("layerseal: applied %d change(s) and %d excluded subtree(s)", len(st.AppliedEntries())-left, len(st.Excluded))
+			if len(opt.Skip) > 0 {
+				msg = fmt.Sprintf("layerseal: partly applied: everything but %d skipped path(s) and what lies beneath them (kept in the state dir)", len(opt.Skip))
+			}
+			fmt.Fprintln(os.Stderr, msg)
 			if layerseal.Unexamined(st) {
 				fmt.Fprintf(os.Stderr, "layerseal: parts of the change set were not examined, so not applied; they stay in the session's state dir:\n")
 				for _, r := range st.Incomplete {
@@ -94,14 +139,17 @@ func discardCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "discard",
 		Usage:     "drop a session's staged change set; the workspace stays as it is",
-		ArgsUsage: "OUT",
+		ArgsUsage: "OUT|SESSION-ID",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "state-dir", Value: layerseal.DefaultStateDir},
+			stateDirFlag(),
 			&cli.BoolFlag{Name: "force", Usage: "discard even after an apply stopped part way"},
 		},
 		Action: func(_ context.Context, cmd *cli.Command) error {
 			if cmd.NArg() != 1 {
-				return usageErr("usage: layerseal discard [--force] OUT")
+				return usageErr("usage: layerseal discard [--force] OUT|SESSION-ID")
+			}
+			if err := needRoot("discard"); err != nil {
+				return err
 			}
 			if err := layerseal.Discard(cmd.Args().First(), cmd.String("state-dir"), cmd.Bool("force")); err != nil {
 				return exitWith(exitFailed, err)
@@ -116,21 +164,21 @@ func recoverCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "recover",
 		Usage:     "attest the change set of a session whose supervisor died, and keep it staged",
-		ArgsUsage: "OUT",
+		ArgsUsage: "OUT|SESSION-ID",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "key", Usage: "the signing key the session was launched with"},
-			&cli.StringFlag{Name: "state-dir", Value: layerseal.DefaultStateDir},
+			stateDirFlag(),
 		},
 		Action: func(_ context.Context, cmd *cli.Command) error {
 			if cmd.NArg() != 1 || cmd.String("key") == "" {
 				return usageErr("usage: layerseal recover --key KEY OUT")
 			}
-			if err := layerseal.RequireRoot(); err != nil {
-				return exitWith(exitFailed, err)
+			if err := needRoot("recover"); err != nil {
+				return err
 			}
-			key, err := attest.LoadPrivateKey(cmd.String("key"))
+			key, err := loadPrivateKey(cmd.String("key"))
 			if err != nil {
-				return exitWith(exitFailed, err)
+				return err
 			}
 			out := cmd.Args().First()
 			st, err := layerseal.Recover(out, cmd.String("state-dir"), key)
@@ -150,9 +198,9 @@ func diffCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "diff",
 		Usage:     "show the change set a session would apply: `diff OUT` for a staged session; `diff A B` between two checkpoints (or a checkpoint and the statement) of one session",
-		ArgsUsage: "OUT | A B",
+		ArgsUsage: "OUT|SESSION-ID | A B",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "state-dir", Value: layerseal.DefaultStateDir},
+			stateDirFlag(),
 			&cli.BoolFlag{Name: "json", Usage: "print JSON"},
 			&cli.StringFlag{Name: "key", Usage: "with A B: verify both with this public key"},
 		},
@@ -161,7 +209,10 @@ func diffCommand() *cli.Command {
 				return diffArtifacts(cmd)
 			}
 			if cmd.NArg() != 1 {
-				return usageErr("usage: layerseal diff [--json] OUT, or layerseal diff [--json] [--key KEY.pub] A B")
+				return usageErr("usage: layerseal diff [--json] OUT|SESSION-ID, or layerseal diff [--json] [--key KEY.pub] A B")
+			}
+			if err := needRoot("diff"); err != nil {
+				return err
 			}
 			st, err := layerseal.Staged(cmd.Args().First(), cmd.String("state-dir"))
 			if err != nil {
@@ -222,6 +273,9 @@ func writeStaged(w io.Writer, st *attest.Statement) {
 	fmt.Fprintf(w, "# %d change(s) to apply, %d excluded subtree(s), %s, verified\n", len(st.AppliedEntries()), len(st.Excluded), completeness(st))
 	for _, v := range st.Violations {
 		fmt.Fprintf(w, "# protected: %s (rule %q): %s\n", v.Path, v.Rule, v.Action)
+	}
+	if n := layerseal.GitChanges(st); n > 0 {
+		fmt.Fprintf(w, "# warning: %s\n", gitWarning(n))
 	}
 	for _, r := range st.Incomplete {
 		fmt.Fprintf(w, "# incomplete: %s\n", reasonText(r))

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -17,24 +18,26 @@ import (
 func verifyCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "verify",
-		Usage:     "verify a statement or a checkpoint offline: exit 0 complete, 2 incomplete, 1 not verified or malformed",
-		ArgsUsage: "STATEMENT|CHECKPOINT",
+		Usage:     "verify a statement, a checkpoint or a launch record offline: exit 0 complete, 2 incomplete, 1 not verified or malformed",
+		ArgsUsage: "STATEMENT|CHECKPOINT|LAUNCH",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "key", Usage: "public key (KEY.pub from keygen)"},
-			&cli.StringFlag{Name: "launch", Usage: "the run's launch.json: also check the statement is bound to it"},
+			&cli.StringFlag{Name: "key", Usage: "public `KEY.pub` (from keygen)"},
+			&cli.StringFlag{Name: "launch", Usage: "the run's `launch.json`: also check the statement is bound to it"},
 			&cli.StringFlag{Name: "checkpoints", Usage: "the run's checkpoints `DIR` (default: checkpoints/ beside the statement, when it exists)"},
 			&cli.BoolFlag{Name: "json", Usage: "print the result as JSON"},
 			&cli.StringFlag{Name: "workspace", Usage: "also check that `DIR` holds, path by path, what the statement says was applied (exit 1 where it does not)"},
+			stateDirFlag(),
 		},
 		Action: func(_ context.Context, cmd *cli.Command) error {
 			if cmd.NArg() != 1 || cmd.String("key") == "" {
-				return usageErr("usage: layerseal verify --key KEY.pub [--launch launch.json] STATEMENT")
+				return usageErr("usage: layerseal verify --key KEY.pub [--launch launch.json] STATEMENT|CHECKPOINT|LAUNCH")
 			}
-			pub, err := attest.LoadPublicKey(cmd.String("key"))
+			pub, err := loadPublicKey(cmd.String("key"))
 			if err != nil {
-				return exitWith(exitUsage, err)
+				return err
 			}
-			env, err := readArtifact(cmd.Args().First())
+			path := cmd.Args().First()
+			env, err := readArtifact(path)
 			if err != nil {
 				return exitWith(exitFailed, err)
 			}
@@ -45,34 +48,42 @@ func verifyCommand() *cli.Command {
 				}
 			}
 			if cp, err := attest.ReadCheckpoint(env); err == nil {
-				return verifyCheckpointFile(cmd, pub, cmd.Args().First(), env, cp, launch)
+				return verifyCheckpointFile(cmd, pub, path, env, cp, launch)
+			}
+			if _, err := attest.ReadLaunch(env); err == nil {
+				return verifyLaunchFile(cmd, pub, path, env)
 			}
 			st, err := attest.VerifyStatement(env, pub, launch)
 			chain := ""
 			if err == nil {
 				dir := cmd.String("checkpoints")
-				if beside := filepath.Join(filepath.Dir(cmd.Args().First()), layerseal.CheckpointDir); dir == "" && isDir(beside) {
+				if beside := filepath.Join(filepath.Dir(path), layerseal.CheckpointDir); dir == "" && isDir(beside) {
 					dir = beside
 				}
 				chain, err = verifyStatementChain(st, pub, dir, launch)
+			} else {
+				err = whyNotVerified(err, env, pub, launch)
 			}
 			if err != nil {
 				if cmd.Bool("json") {
 					printJSON(map[string]any{"verified": false, "error": verifyClass(err), "detail": err.Error()})
 				}
-				return exitWith(exitFailed, fmt.Errorf("%s: %w", cmd.Args().First(), err))
+				return exitWith(exitFailed, fmt.Errorf("%s: %w", path, err))
 			}
+			info := sessionOf(cmd.String("state-dir"), st)
 			if cmd.Bool("json") {
-				printJSON(map[string]any{"verified": true, "complete": st.Complete, "checkpoints": chain, "session_id": st.SessionID,
-					"count": st.Count, "incomplete": reasonsJSON(st.Incomplete), "launch_checked": launch != nil})
+				m := reportJSON(st, info)
+				m["verified"], m["complete"], m["checkpoints"], m["session_id"], m["launch_checked"] = true, st.Complete, chain, st.SessionID, launch != nil
+				printJSON(m)
 			} else {
 				fmt.Printf("verified: %s, %d change(s), session %s\n", completeness(st), len(st.Entries), st.SessionID)
 				if chain != "" {
 					fmt.Println(chain)
 				}
-				for _, r := range st.Incomplete {
-					fmt.Printf("incomplete: %s\n", reasonText(r))
+				if launch == nil {
+					fmt.Println("launch record not checked (use --launch)")
 				}
+				writeReport(os.Stdout, "", st, info)
 			}
 			if ws := cmd.String("workspace"); ws != "" {
 				if err := checkWorkspace(ws, st); err != nil {
@@ -104,28 +115,88 @@ func checkWorkspace(ws string, st *attest.Statement) error {
 	return nil
 }
 
+// loadPublicKey reads verify's and show's --key, saying so when it is a
+// private key.
+func loadPublicKey(path string) ([]byte, error) {
+	pub, err := attest.LoadPublicKey(path)
+	if err != nil {
+		if _, perr := attest.LoadPrivateKey(path); perr == nil {
+			return nil, usageErr("--key %q is a private key: give its public key (%s.pub, from keygen)", path, path)
+		}
+		return nil, exitWith(exitUsage, err)
+	}
+	return pub, nil
+}
+
+// whyNotVerified turns the library's one opaque "not verified" into which
+// check failed, found by trying them one at a time here: the key the
+// envelope names, then the signature and content without the launch
+// record, then the binding to it.
+func whyNotVerified(err error, env, pub, launch []byte) error {
+	if !errors.Is(err, attest.ErrNotVerified) {
+		return err
+	}
+	if id, kerr := attest.SignerKeyID(env); kerr == nil && id != attest.KeyID(pub) {
+		return fmt.Errorf("%w: signed with key %s, not with the given key %s (wrong --key?)", err, id, attest.KeyID(pub))
+	}
+	if launch != nil {
+		if _, serr := attest.VerifyStatement(env, pub, nil); serr == nil {
+			if _, lerr := attest.VerifyLaunch(launch, pub); lerr != nil {
+				return fmt.Errorf("%w: the launch record given with --launch does not verify with this key", err)
+			}
+			return fmt.Errorf("%w: the statement is not bound to the launch record given with --launch (another session's?)", err)
+		}
+	}
+	return fmt.Errorf("%w: the signature does not match the content (the file was altered or corrupted)", err)
+}
+
+// verifyLaunchFile is `verify` of a launch record.
+func verifyLaunchFile(cmd *cli.Command, pub []byte, path string, env []byte) error {
+	l, err := attest.VerifyLaunch(env, pub)
+	if err != nil {
+		err = whyNotVerified(err, env, pub, nil)
+		if cmd.Bool("json") {
+			printJSON(map[string]any{"verified": false, "error": verifyClass(err), "detail": err.Error()})
+		}
+		return exitWith(exitFailed, fmt.Errorf("%s: %w", path, err))
+	}
+	if cmd.Bool("json") {
+		printJSON(map[string]any{"verified": true, "launch": true, "session_id": l.SessionID, "workspace": l.Workspace, "started": l.Started})
+		return nil
+	}
+	writeLaunch(os.Stdout, l, "verified")
+	return nil
+}
+
 func showCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "show",
-		Usage:     "summarise a statement or a checkpoint like `git status --short` (--key also verifies it)",
-		ArgsUsage: "STATEMENT|CHECKPOINT",
+		Usage:     "summarise a statement, a checkpoint or a launch record (a statement like `git status --short`; --key also verifies it)",
+		ArgsUsage: "STATEMENT|CHECKPOINT|LAUNCH",
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "json", Usage: "print one JSON object"},
-			&cli.StringFlag{Name: "key", Usage: "verify with this public key first"},
+			&cli.StringFlag{Name: "key", Usage: "verify with this public `KEY.pub` first"},
+			stateDirFlag(),
 		},
 		Action: func(_ context.Context, cmd *cli.Command) error {
 			if cmd.NArg() != 1 {
-				return usageErr("usage: layerseal show [--json] [--key KEY.pub] STATEMENT|CHECKPOINT")
+				return usageErr("usage: layerseal show [--json] [--key KEY.pub] STATEMENT|CHECKPOINT|LAUNCH")
 			}
 			var pub []byte
 			if k := cmd.String("key"); k != "" {
-				p, err := attest.LoadPublicKey(k)
+				p, err := loadPublicKey(k)
 				if err != nil {
-					return exitWith(exitUsage, err)
+					return err
 				}
 				pub = p
 			}
-			a, err := readAny(cmd.Args().First(), pub)
+			path := cmd.Args().First()
+			if env, err := readArtifact(path); err == nil {
+				if l, err := attest.ReadLaunch(env); err == nil {
+					return showLaunch(cmd, path, env, l, pub)
+				}
+			}
+			a, err := readAny(path, pub)
 			if err != nil {
 				return exitWith(exitFailed, err)
 			}
@@ -134,19 +205,54 @@ func showCommand() *cli.Command {
 				// All the changes so far, shown as a statement shows them.
 				st = &attest.Statement{SessionID: a.session, Complete: a.cp.Complete, Incomplete: a.cp.Incomplete, Entries: a.entries}
 			}
+			var info *layerseal.SessionInfo
+			if a.cp == nil {
+				info = sessionOf(cmd.String("state-dir"), st)
+			}
 			if cmd.Bool("json") {
 				m := showJSON(st, pub != nil)
 				if a.cp != nil {
 					delete(m, "exit")
 					m["checkpoint"] = a.cp.Seq
+				} else {
+					for k, v := range reportJSON(st, info) {
+						m[k] = v
+					}
 				}
 				printJSON(m)
 				return nil
 			}
 			writeShort(os.Stdout, st, pub != nil)
+			if a.cp == nil {
+				writeReport(os.Stdout, "# ", st, info)
+			} else {
+				for _, r := range st.Incomplete {
+					fmt.Printf("# incomplete: %s\n", reasonText(r))
+				}
+			}
 			return nil
 		},
 	}
+}
+
+// showLaunch is `show` of a launch record.
+func showLaunch(cmd *cli.Command, path string, env []byte, l *attest.LaunchRecord, pub []byte) error {
+	state := "signature not checked (use --key)"
+	if pub != nil {
+		var err error
+		if l, err = attest.VerifyLaunch(env, pub); err != nil {
+			return exitWith(exitFailed, fmt.Errorf("%s: %w", path, whyNotVerified(err, env, pub, nil)))
+		}
+		state = "verified"
+	}
+	if cmd.Bool("json") {
+		printJSON(map[string]any{"launch": true, "verified": pub != nil, "session_id": l.SessionID, "workspace": l.Workspace,
+			"started": l.Started, "agent": l.Agent.Args, "key_id": l.KeyID, "policy": map[string]any{
+				"apply": orDefault(l.Policy.Apply, "auto"), "exclude": l.Policy.Exclude, "protect": l.Policy.Protect, "allow": l.Policy.Allow}})
+		return nil
+	}
+	writeLaunch(os.Stdout, l, state)
+	return nil
 }
 
 // maxArtifact bounds what verify and show read.
@@ -209,7 +315,7 @@ func showJSON(st *attest.Statement, verified bool) map[string]any {
 		"complete":   st.Complete,
 		"incomplete": reasonsJSON(st.Incomplete),
 		"changes":    changes,
-		"exit":       map[string]any{"code": st.Exit.Code, "signal": st.Exit.Signal},
+		"exit":       map[string]any{"code": st.Exit.Code, "signal": st.Exit.Signal, "unknown": st.Exit.Unknown, "interrupt": st.Exit.Interrupt},
 	}
 }
 
@@ -225,8 +331,8 @@ var shortCode = map[attest.Change]string{
 }
 
 // writeShort prints one line per change: code, two spaces, path in its
-// text form (bytes that are not printable are %XX-escaped), then the
-// incomplete reasons.
+// text form (bytes that are not printable are %XX-escaped), then a count
+// line (writeReport prints the rest).
 func writeShort(w io.Writer, st *attest.Statement, verified bool) {
 	for _, e := range st.Entries {
 		fmt.Fprintf(w, "%s  %s\n", shortCode[e.Change], e.Path)
@@ -236,9 +342,6 @@ func writeShort(w io.Writer, st *attest.Statement, verified bool) {
 		state = "verified"
 	}
 	fmt.Fprintf(w, "# %d change(s), %s, %s\n", len(st.Entries), completeness(st), state)
-	for _, r := range st.Incomplete {
-		fmt.Fprintf(w, "# incomplete: %s\n", reasonText(r))
-	}
 }
 
 func printJSON(v any) {

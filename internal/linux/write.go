@@ -224,3 +224,12 @@ func LinkFD(fd int, newdirfd int, newname string) error {
 	})
 	return pathErr("linkat "+procFD(fd)+" to", newname, err)
 }
+
+// Flock applies or removes an advisory lock (unix.LOCK_EX, LOCK_SH, LOCK_UN,
+// with LOCK_NB not to wait) on the open file fd. The lock belongs to the
+// open file description: it ends when every descriptor of it is closed,
+// so a process that dies frees it.
+func Flock(fd int, how int) error {
+	err := ignoringEINTR(func() error { return unix.Flock(fd, how) })
+	return pathErr("flock", procFD(fd), err)
+}

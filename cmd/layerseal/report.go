@@ -1,0 +1,137 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/layerseal/layerseal"
+	"github.com/layerseal/layerseal/attest"
+)
+
+// writeReport prints, one per line after prefix, what a statement says
+// beyond its change list: the agent's exit, the violations with rule and
+// action, the excluded subtrees with counts, the change set to apply and
+// where the session stands (info, when the state dir was reachable), a
+// call-out of .git changed in a run with violations, and the reasons.
+func writeReport(w io.Writer, prefix string, st *attest.Statement, info *layerseal.SessionInfo) {
+	fmt.Fprintf(w, "%sexit: %s\n", prefix, st.Exit)
+	for _, v := range st.Violations {
+		fmt.Fprintf(w, "%sviolation: %s (rule %q): %s\n", prefix, v.Path, v.Rule, v.Action)
+	}
+	for _, x := range st.Excluded {
+		fmt.Fprintf(w, "%sexcluded: %s: %d entries, %d bytes\n", prefix, x.Path, x.Entries, x.Bytes)
+	}
+	fmt.Fprintf(w, "%schange set: %d of %d change(s) to apply after the sweep, and %d excluded subtree(s); %s\n",
+		prefix, st.AppliedCount, st.Count, len(st.Excluded), sessionText(info))
+	if n := layerseal.GitChanges(st); n > 0 {
+		fmt.Fprintf(w, "%swarning: %s\n", prefix, gitWarning(n))
+	}
+	for _, r := range st.Incomplete {
+		fmt.Fprintf(w, "%sincomplete: %s\n", prefix, reasonText(r))
+	}
+}
+
+// gitWarning calls out .git changed in a run that also changed protected
+// paths.
+func gitWarning(n int) string {
+	return fmt.Sprintf("the agent changed protected paths and also %d entr(ies) in .git: a commit it made can hold the content the sweep reverted; review .git before applying it (`layerseal apply --skip OUT .git` leaves it out)", n)
+}
+
+// sessionText says where the session stands.
+func sessionText(info *layerseal.SessionInfo) string {
+	if info == nil {
+		return "session state not known here (it is in the state dir, for root: `layerseal sessions`)"
+	}
+	switch {
+	case info.State == layerseal.StateApplied && len(info.Skipped) > 0:
+		skipped := make([]string, len(info.Skipped))
+		for i, p := range info.Skipped {
+			skipped[i] = p.String()
+		}
+		return fmt.Sprintf("partly applied: all but %s (and what lies beneath)", strings.Join(skipped, ", "))
+	case info.State == layerseal.StateApplied:
+		return fmt.Sprintf("applied: %d change(s)", info.ToApply)
+	case info.State == layerseal.StateStaged:
+		return fmt.Sprintf("staged: %d change(s) not applied yet", info.ToApply)
+	}
+	return "session " + info.State
+}
+
+// reportJSON is writeReport's content for --json.
+func reportJSON(st *attest.Statement, info *layerseal.SessionInfo) map[string]any {
+	xs := []excludedJSON{}
+	for _, x := range st.Excluded {
+		xs = append(xs, excludedJSON(x))
+	}
+	vs := []violationJSON{}
+	for _, v := range st.Violations {
+		vs = append(vs, violationJSON(v))
+	}
+	m := map[string]any{
+		"exit":          map[string]any{"code": st.Exit.Code, "signal": st.Exit.Signal, "unknown": st.Exit.Unknown, "interrupt": st.Exit.Interrupt},
+		"violations":    vs,
+		"excluded":      xs,
+		"count":         st.Count,
+		"applied_count": st.AppliedCount,
+		"git_changes":   layerseal.GitChanges(st),
+		"incomplete":    reasonsJSON(st.Incomplete),
+	}
+	if info != nil {
+		s := map[string]any{"state": info.State, "to_apply": info.ToApply}
+		if len(info.Skipped) > 0 {
+			s["skipped"] = info.Skipped
+		}
+		m["session"] = s
+	}
+	return m
+}
+
+// sessionOf looks the statement's session up in the state dir, when this
+// process can read it; nil otherwise.
+func sessionOf(stateDir string, st *attest.Statement) *layerseal.SessionInfo {
+	if layerseal.RequireRoot() != nil {
+		return nil
+	}
+	info, err := layerseal.Session(stateDir, st.SessionID)
+	if err != nil || info.ID != st.SessionID {
+		return nil
+	}
+	return info
+}
+
+// writeLaunch prints a launch record for a person.
+func writeLaunch(w io.Writer, l *attest.LaunchRecord, state string) {
+	fmt.Fprintf(w, "launch record of session %s, %s\n", l.SessionID, state)
+	fmt.Fprintf(w, "workspace: %s\n", l.Workspace)
+	fmt.Fprintf(w, "started: %s\n", l.Started.Format("2006-01-02 15:04:05.000 MST"))
+	args := make([]string, len(l.Agent.Args))
+	for i, a := range l.Agent.Args {
+		args[i] = fmt.Sprintf("%q", a)
+	}
+	fmt.Fprintf(w, "agent: %s (uid %d, gid %d)\n", strings.Join(args, " "), l.Agent.User.UID, l.Agent.User.GID)
+	fmt.Fprintf(w, "key: %s\n", l.KeyID)
+	fmt.Fprintf(w, "kernel: %s; overlay: %s\n", l.Kernel.Release, strings.Join(l.Overlay.Options, ","))
+	p := l.Policy
+	fmt.Fprintf(w, "policy: apply %s, digest cap %d bytes, %d entries, %d per directory\n", orDefault(p.Apply, "auto"), p.DigestCap, p.MaxEntries, p.MaxDirEntries)
+	for _, g := range []struct {
+		what string
+		ps   []attest.Path
+	}{{"excluded", p.Exclude}, {"protected", p.Protect}, {"allowed", p.Allow}} {
+		if len(g.ps) > 0 {
+			texts := make([]string, len(g.ps))
+			for i, x := range g.ps {
+				texts[i] = x.String()
+			}
+			fmt.Fprintf(w, "%s: %s\n", g.what, strings.Join(texts, ", "))
+		}
+	}
+	fmt.Fprintf(w, "layerseal %s\n", l.ToolVersion)
+}
+
+func orDefault(s, d string) string {
+	if s == "" {
+		return d
+	}
+	return s
+}

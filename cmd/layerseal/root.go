@@ -1,0 +1,28 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/urfave/cli/v3"
+
+	"github.com/layerseal/layerseal"
+)
+
+// stateDirFlag is the --state-dir flag every command that reads or keeps
+// session state takes.
+func stateDirFlag() cli.Flag {
+	return &cli.StringFlag{Name: "state-dir", Value: layerseal.DefaultStateDir, Usage: "where sessions keep their upper layers and state (root only)"}
+}
+
+// needRoot refuses a command that reads or changes session state, which
+// only root can reach, before it gives a misleading answer.
+func needRoot(name string) error {
+	if err := layerseal.RequireRoot(); err != nil {
+		code := exitFailed
+		if name == "run" {
+			code = exitSetup
+		}
+		return exitWith(code, fmt.Errorf("layerseal %s needs root: sessions and their state dir belong to root (run it with sudo)", name))
+	}
+	return nil
+}
