@@ -47,12 +47,12 @@ type Run struct {
 	// for the launch record.
 	missing []string
 
-	killMu   sync.Mutex
-	killed   bool        // Kill was called
+	killMu sync.Mutex
+	killed bool // Kill was called
 	// interrupted: the operator typed the interrupt character (Ctrl-C)
 	// into the agent's pseudo-terminal.
 	interrupted atomic.Bool
-	hardKill *time.Timer // kills init when it does not answer Kill
+	hardKill    *time.Timer // kills init when it does not answer Kill
 
 	sigs     chan os.Signal
 	sigsDone chan struct{}
