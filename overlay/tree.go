@@ -72,24 +72,18 @@ const digestBufSize = 128 << 10
 // openFSRoot opens the layer root at path (its last component not
 // followed) as a directory.
 func openFSRoot(path string) (*fsNode, error) {
-	fd, err := linux.Openat(unix.AT_FDCWD, path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW)
-	if err != nil {
-		return nil, err
-	}
-	st, err := linux.Lstat(fd, "")
-	if err != nil {
-		unix.Close(fd)
-		return nil, err
-	}
-	buf := make([]byte, digestBufSize)
-	return &fsNode{fd: fd, st: st, buf: &buf}, nil
+	return fsRootOf(linux.Openat(unix.AT_FDCWD, path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW))
 }
 
 // openPinnedRoot opens again, for reading, the directory a caller holds
 // open as dir (a descriptor opened and identified earlier): that inode and
 // no other, whatever its path now leads to.
 func openPinnedRoot(dir *os.File) (*fsNode, error) {
-	fd, err := linux.OpenBeneath(int(dir.Fd()), ".", unix.O_RDONLY|unix.O_DIRECTORY)
+	return fsRootOf(linux.OpenBeneath(int(dir.Fd()), ".", unix.O_RDONLY|unix.O_DIRECTORY))
+}
+
+// fsRootOf makes the node of a root directory opened as fd.
+func fsRootOf(fd int, err error) (*fsNode, error) {
 	if err != nil {
 		return nil, err
 	}
