@@ -21,7 +21,8 @@ func TestSignBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	launch := &attest.LaunchRecord{SessionID: attest.NewSessionID(), Workspace: "/ws", Kernel: attest.Kernel{Release: "6.1"},
-		Agent: specs.Process{Args: []string{"a"}}, Policy: attest.Policy{DigestCap: 1}, Started: time.Now().UTC()}
+		Agent: specs.Process{Args: []string{"a"}}, Sandbox: attest.Sandbox{Terminal: "streams", Network: "host", Seccomp: "unconfined"},
+		Policy: attest.Policy{DigestCap: 1}, Started: time.Now().UTC()}
 	lenv, err := attest.SignLaunch(key, launch)
 	if err != nil {
 		t.Fatal(err)
