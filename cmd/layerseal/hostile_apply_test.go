@@ -1,12 +1,14 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -54,31 +56,57 @@ func readString(t *testing.T, p string) string {
 	return string(b)
 }
 
-// TestHostileWorkspaceSwap: an agent running as uid 65534 owns the
-// workspace's grandparent and swaps the workspace path for a symlink into
-// a root-owned directory. Neither the automatic apply nor a later `apply`
-// (with or without --force) may write there, or anywhere: the lower root
-// changed.
+// TestHostileWorkspaceSwap: the workspace's grandparent belongs to uid
+// 65534, whose agent runs in the session. The agent itself cannot swap the
+// workspace path (the host is read-only to it), but another process of
+// that user outside the sandbox can, while the agent runs: the workspace
+// path then leads, through symlinks, into a root-owned directory. Neither
+// the automatic apply nor a later `apply` (with or without --force) may
+// write there, or anywhere: the lower root changed.
 func TestHostileWorkspaceSwap(t *testing.T) {
 	privtest.Require(t)
 	e := newEnv(t)
 	home := filepath.Join(e.dir, "home")
 	ws := filepath.Join(home, "work", "repo")
 	victim := filepath.Join(e.dir, "victim")
+	marks := filepath.Join(e.dir, "marks")
 	write(t, ws, map[string]string{"a": "a\n"})
 	write(t, victim, map[string]string{"keep": "root's\n"})
-	for _, p := range []string{home, filepath.Join(home, "work"), ws, filepath.Join(ws, "a")} {
+	if err := os.Mkdir(marks, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{home, filepath.Join(home, "work"), ws, filepath.Join(ws, "a"), marks} {
 		if err := os.Lchown(p, 65534, 65534); err != nil {
 			t.Fatal(err)
 		}
 	}
-	for p := e.dir; p != "/"; p = filepath.Dir(p) {
-		os.Chmod(p, 0o755)
-	}
+	privtest.Searchable(t, e.dir)
 	out := filepath.Join(e.dir, "run")
 	script := `echo evil > ld.so.preload; echo b >> a; cd /
-mv "$H/work" "$H/work-old"; mkdir "$H/evil"; ln -s "$VICTIM" "$H/evil/repo"; ln -s "$H/evil" "$H/work"`
-	code, log := e.runAt(ws, out, script, "--user", "65534:65534", "--env", "H="+home, "--env", "VICTIM="+victim)
+if mv "$H/work" "$H/work-old" 2>/dev/null; then echo "the agent moved its workspace's grandparent" >&2; exit 3; fi
+touch "$M/ready"; while [ ! -e "$M/swapped" ]; do sleep 0.05; done`
+	swapped := make(chan error, 1)
+	go func() {
+		for end := time.Now().Add(60 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			if _, err := os.Stat(filepath.Join(marks, "ready")); err == nil {
+				break
+			}
+			if time.Now().After(end) {
+				swapped <- errors.New("the agent never got ready")
+				return
+			}
+		}
+		// What the agent's user can do from outside the sandbox.
+		swapped <- errors.Join(os.Rename(filepath.Join(home, "work"), filepath.Join(home, "work-old")),
+			os.Mkdir(filepath.Join(home, "evil"), 0o755), os.Symlink(victim, filepath.Join(home, "evil", "repo")),
+			os.Symlink(filepath.Join(home, "evil"), filepath.Join(home, "work")),
+			os.WriteFile(filepath.Join(marks, "swapped"), nil, 0o644))
+	}()
+	code, log := e.runAt(ws, out, script, "--user", "65534:65534", "--env", "H="+home, "--env", "VICTIM="+victim,
+		"--env", "M="+marks, "--rw", marks)
+	if err := <-swapped; err != nil {
+		t.Fatalf("swap: %v\n%s", err, log)
+	}
 	c := &applyCase{e: e, out: out, log: log}
 	if code != 0 {
 		t.Fatalf("run: exit %d\n%s", code, log)
@@ -147,8 +175,13 @@ func TestHostileWorkspaceSwapAfterRun(t *testing.T) {
 	if err := os.Rename(moved, e.ws); err != nil {
 		t.Fatal(err)
 	}
-	if code, so, se := e.cli("apply", "--state-dir", e.state, out); code != 0 {
-		t.Fatalf("apply: exit %d\n%s%s", code, so, se)
+	// Moving the workspace away and back stamped its ctime: its root and
+	// the new file there are conflicts now, which --force overwrites.
+	if code, so, se := e.cli("apply", "--state-dir", e.state, out); code != exitFailed || !strings.Contains(se, "changed since the session started") {
+		t.Errorf("apply after the move back: exit %d, want %d naming the conflicts\n%s%s", code, exitFailed, so, se)
+	}
+	if code, so, se := e.cli("apply", "--force", "--state-dir", e.state, out); code != 0 {
+		t.Fatalf("apply --force: exit %d\n%s%s", code, so, se)
 	}
 	if readString(t, filepath.Join(e.ws, "ld.so.preload")) != "evil\n" {
 		t.Error("the change set was not applied once the workspace was back")

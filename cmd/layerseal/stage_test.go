@@ -50,10 +50,11 @@ func (e *env) stagedRun(name, script string, extra ...string) (string, treediff.
 	e.t.Helper()
 	// The manifest leaves the agent's view through a writable path.
 	views := filepath.Join(e.dir, name+".view")
-	if err := os.Mkdir(views, 0o755); err != nil {
+	if err := os.MkdirAll(views, 0o755); err != nil {
 		e.t.Fatal(err)
 	}
 	view := filepath.Join(views, "manifest")
+	os.Remove(view) // a name used again
 	out := filepath.Join(e.dir, name)
 	script += fmt.Sprintf("\nLAYERSEAL_TEST_MANIFEST=1 %q . %q", os.Args[0], view)
 	if code, log := e.run(out, script, append([]string{"--stage", "--rw", views}, extra...)...); code != 0 {
