@@ -30,7 +30,8 @@ func TestAgentBytesEscaped(t *testing.T) {
 	}
 	launch := &attest.LaunchRecord{
 		SessionID: attest.NewSessionID(), Workspace: "/ws", Kernel: attest.Kernel{Release: "6.1"},
-		Agent: specs.Process{Args: []string{"agent"}}, Policy: attest.Policy{DigestCap: 1}, Started: time.Now().UTC(),
+		Agent: specs.Process{Args: []string{"agent"}}, Sandbox: attest.Sandbox{Terminal: "streams", Network: "host", Seccomp: "unconfined"},
+		Policy: attest.Policy{DigestCap: 1}, Started: time.Now().UTC(),
 	}
 	lenv, err := attest.SignLaunch(signer, launch)
 	if err != nil {

@@ -102,6 +102,22 @@ type hostileRun struct {
 	applied   treediff.Manifest
 }
 
+// rootWith writes a process file for a root agent with the default
+// capabilities and extra ones, and returns its path.
+func (e *env) rootWith(extra ...string) string {
+	p := layerseal.DefaultProcess(nil, 0, 0)
+	caps := append(slices.Clone(layerseal.DefaultCapabilities), extra...)
+	p.Capabilities = &specs.LinuxCapabilities{Bounding: caps, Effective: caps, Permitted: caps}
+	b, err := json.Marshal(p)
+	if err == nil {
+		err = os.WriteFile(filepath.Join(e.dir, "process.json"), b, 0o644)
+	}
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return filepath.Join(e.dir, "process.json")
+}
+
 // keyMaterial is every spelling of the private key an agent might print.
 func keyMaterial(t *testing.T, keyPath string) [][]byte {
 	b, err := os.ReadFile(keyPath)
@@ -156,13 +172,7 @@ func (h hostile) run(t *testing.T, user string) *hostileRun {
 		filepath.Walk(e.ws, func(p string, _ os.FileInfo, _ error) error { return os.Lchown(p, 65534, 65534) })
 		flags = append(flags, "--user", "65534:65534")
 	case "admin":
-		p := layerseal.DefaultProcess(nil, 0, 0)
-		caps := append(slices.Clone(layerseal.DefaultCapabilities), "CAP_SYS_ADMIN")
-		p.Capabilities = &specs.LinuxCapabilities{Bounding: caps, Effective: caps, Permitted: caps}
-		b, _ := json.Marshal(p)
-		pf := filepath.Join(e.dir, "process.json")
-		os.WriteFile(pf, b, 0o644)
-		flags = append(flags, "--process", pf)
+		flags = append(flags, "--process", e.rootWith("CAP_SYS_ADMIN"))
 	}
 	before, err := treediff.Walk(e.ws)
 	if err != nil {
@@ -382,17 +392,20 @@ t=$(mktemp); echo tmp > "$t"; cp "$t" from-tmp; echo done > /dev/null`,
 		{name: "unmount-remount", users: []string{"root"}, tree: hostileTree,
 			script: `! umount -l "$PWD" 2>/dev/null; ! mount -o remount,ro "$PWD" 2>/dev/null; ! mount -t tmpfs none src 2>/dev/null; echo ok > done`},
 		{name: "unmount-remount", users: []string{"admin"}, tree: hostileTree,
-			// Its write beneath the unmounted overlay changed the real
-			// workspace's root during the run: the change set's paths
-			// there are conflicts.
-			codes:  []attest.Code{attest.CapSysAdmin, attest.AgentMount, attest.Conflict},
-			script: `ws=$PWD; echo before > in-overlay; cd /; umount -l "$ws"; echo after > "$ws/under"; true`,
+			// Beneath the unmounted overlay lies the host's workspace
+			// directory on the read-only host: the write fails (were it
+			// writable, the run's paths there would be conflicts).
+			codes:  []attest.Code{attest.CapSysAdmin, attest.AgentMount},
+			script: `ws=$PWD; echo before > in-overlay; cd /; umount -l "$ws"; ! echo after 2>/dev/null > "$ws/under"; true`,
 			noDiff: true,
 			check: func(t *testing.T, r *hostileRun) {
 				for _, e := range r.statement.Entries {
 					if e.Path == "under" {
 						t.Errorf("a write under the unmounted overlay is in the statement: %+v", e)
 					}
+				}
+				if _, err := os.Lstat(filepath.Join(r.e.ws, "under")); err == nil {
+					t.Error("the write beneath the unmounted overlay reached the real workspace")
 				}
 			}},
 		{name: "mount-over-workspace-path", users: []string{"admin"}, tree: hostileTree,
