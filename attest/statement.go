@@ -92,13 +92,14 @@ type Exit struct {
 	// recover); Code is then 0 and Signal empty.
 	Unknown bool
 	// Interrupt is the first interrupt (such as "SIGINT" for a Ctrl-C)
-	// the supervisor received and passed on to the agent while it ran;
-	// empty when none came.
+	// the supervisor received and passed on to the agent while it ran, or
+	// "SIGINT" for a Ctrl-C typed into the agent's pseudo-terminal; empty
+	// when none came.
 	Interrupt string
 }
 
 // String is the exit as a person reads it: "0", "130 (SIGINT)", "unknown",
-// "0, after a SIGINT to the supervisor".
+// "0, after an interrupt (SIGINT)".
 func (e Exit) String() string {
 	s := fmt.Sprint(e.Code)
 	switch {
@@ -108,7 +109,7 @@ func (e Exit) String() string {
 		s = fmt.Sprintf("%d (%s)", e.Code, e.Signal)
 	}
 	if e.Interrupt != "" {
-		s += ", after a " + e.Interrupt + " to the supervisor"
+		s += ", after an interrupt (" + e.Interrupt + ")"
 	}
 	return s
 }

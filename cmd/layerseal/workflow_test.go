@@ -528,7 +528,7 @@ func TestInterruptRun(t *testing.T) {
 	if _, err := os.Lstat(filepath.Join(e.ws, "new3.txt")); err == nil {
 		t.Error("the change set of an interrupted run was applied")
 	}
-	if sh := e.mustCLI(0, "show", filepath.Join(out, "statement.json")); !strings.Contains(sh, "# exit: 0, after a SIGINT to the supervisor") {
+	if sh := e.mustCLI(0, "show", filepath.Join(out, "statement.json")); !strings.Contains(sh, "# exit: 0, after an interrupt (SIGINT)") {
 		t.Errorf("show of an interrupted run:\n%s", sh)
 	}
 }
