@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/layerseal/layerseal/internal/privtest"
 )
 
@@ -111,13 +113,20 @@ func TestCgroupLeaf(t *testing.T) {
 // the agent's frozen by the cgroup v1 freezer (here by the test, from
 // outside) ignores SIGKILL, and before the leaf init waited for it forever.
 // The run must end promptly, the frozen process counted as outliving the
-// agent and gone. Where no v1 freezer is mounted, the process is frozen in a
-// v2 cgroup below the leaf instead.
+// agent and gone. Where no v1 freezer is mounted (a pure cgroup v2 host),
+// the test mounts one, as a root agent could have on the host before.
 func TestFrozenProcessTeardown(t *testing.T) {
 	privtest.Require(t)
 	v2, freezer := cgroupOrMissing(t)
 	if v2 == "" {
 		return
+	}
+	if freezer == "" {
+		freezer = t.TempDir()
+		if err := unix.Mount("layerseal-test-freezer", freezer, "cgroup", 0, "freezer"); err != nil {
+			t.Fatalf("mount a cgroup v1 freezer hierarchy: %v", err)
+		}
+		t.Cleanup(func() { unix.Unmount(freezer, unix.MNT_DETACH) })
 	}
 	e := newEnv(t)
 	inR, inW, err := os.Pipe()
@@ -232,6 +241,13 @@ func TestCgroupKillFrozen(t *testing.T) {
 			}
 			if method == "freeze" && !exists(filepath.Join(c.dir, "cgroup.freeze")) {
 				t.Fatalf("no cgroup.freeze in %s", c.dir)
+			}
+			if method == "cgroup.kill" && !exists(filepath.Join(c.dir, "cgroup.kill")) {
+				// Before Linux 5.14: teardown must use the fallback, tested below.
+				if c.kill != "freeze" {
+					t.Errorf("no cgroup.kill on this kernel, but teardown would use %q", c.kill)
+				}
+				return
 			}
 			c.kill = method
 			cmd := exec.Command("sleep", "1000")

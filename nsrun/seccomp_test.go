@@ -330,12 +330,21 @@ func TestSeccompLoadedProgramIsRecorded(t *testing.T) {
 	if got, want := statusField(t, pid, "Seccomp_filters"), strconv.Itoa(atoi(t, base)+1); got != want {
 		t.Errorf("agent has %s filters, want %s", got, want)
 	}
-	loaded := filterOf(t, pid)
 	again, err := seccomp.Default(defaultCaps)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Equal(loaded.SHA256(), ready.Sandbox.SeccompSHA256) || !bytes.Equal(again.SHA256(), ready.Sandbox.SeccompSHA256) {
+	if !bytes.Equal(again.SHA256(), ready.Sandbox.SeccompSHA256) {
+		t.Errorf("recorded %x, recompiled %x", ready.Sandbox.SeccompSHA256, again.SHA256())
+	}
+	if base != "0" {
+		// The kernel refuses PTRACE_SECCOMP_GET_FILTER to a tracer that is
+		// itself filtered (the kernel matrix's statx-less wrapper).
+		t.Logf("this test runs under %s seccomp filter(s): the loaded program is not read back", base)
+		return
+	}
+	loaded := filterOf(t, pid)
+	if !bytes.Equal(loaded.SHA256(), ready.Sandbox.SeccompSHA256) {
 		t.Errorf("loaded program %x (%d instructions), recorded %x, recompiled %x",
 			loaded.SHA256(), len(loaded), ready.Sandbox.SeccompSHA256, again.SHA256())
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -61,17 +62,36 @@ func TestReadPathBounds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The root (its metadata differs from the lower root's) and four
-	// levels of 200, 401, 602 and 803 bytes; the fifth is 1004.
-	if len(ch.Entries) != 5 || len(ch.Incomplete) != 1 || ch.Incomplete[0].Code != attest.PathLimit || len(ch.Incomplete[0].Path) != 5*201-1 {
+	ch.Incomplete = withoutNoMountID(ch.Incomplete)
+	// Four levels of 200, 401, 602 and 803 bytes; the fifth is 1004. (The
+	// root is listed where its metadata differs from the lower root's.)
+	if nonRoot(ch.Entries) != 4 || len(ch.Incomplete) != 1 || ch.Incomplete[0].Code != attest.PathLimit || len(ch.Incomplete[0].Path) != 5*201-1 {
 		t.Errorf("length limit: %d entries, reasons %+v", len(ch.Entries), ch.Incomplete)
 	}
 	ch, err = Read(upper, lower, ReadOptions{MaxPathBytes: 1000})
 	if err != nil {
 		t.Fatal(err)
 	}
+	ch.Incomplete = withoutNoMountID(ch.Incomplete)
 	// 0 + 200 + 401 + 602 bytes: the fourth entry passes 1000.
-	if len(ch.Entries) != 4 || len(ch.Incomplete) != 1 || ch.Incomplete[0].Code != attest.PathLimit {
+	if nonRoot(ch.Entries) != 3 || len(ch.Incomplete) != 1 || ch.Incomplete[0].Code != attest.PathLimit {
 		t.Errorf("bytes budget: %d entries, reasons %+v", len(ch.Entries), ch.Incomplete)
 	}
+}
+
+// withoutNoMountID drops the reason a kernel without statx mount IDs adds
+// to every read (the kernel matrix runs these tests so too).
+func withoutNoMountID(rs []attest.Reason) []attest.Reason {
+	return slices.DeleteFunc(rs, func(r attest.Reason) bool { return r.Code == attest.NoMountID })
+}
+
+// nonRoot counts the entries other than the workspace root.
+func nonRoot(es []attest.Entry) int {
+	n := 0
+	for _, e := range es {
+		if e.Path != attest.Root {
+			n++
+		}
+	}
+	return n
 }

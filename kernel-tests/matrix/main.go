@@ -58,7 +58,7 @@ func run(args []string) int {
 	markdown := fs.Bool("markdown", false, "print the matrix as docs/KERNELS.md")
 	selfCheck := fs.Bool("self-check", false, "check that an injected test failure and an injected kernel panic fail the matrix")
 	jobs := fs.Int("j", runtime.NumCPU(), "guests booted at once")
-	timeout := fs.Duration("timeout", 20*time.Minute, "time limit of one guest")
+	timeout := fs.Duration("timeout", 45*time.Minute, "time limit of one guest")
 	verbose := fs.Bool("v", false, "copy guest logs to stderr as they arrive")
 	fromLogs := fs.Bool("from-logs", false, "run nothing: print the matrix of the logs the last run kept in kernel-tests/cache/logs")
 	if err := fs.Parse(args); err != nil || fs.NArg() > 0 {
