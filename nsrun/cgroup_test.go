@@ -62,7 +62,7 @@ func TestCgroupLeaf(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	run, err := Start(cfg, nil, w, os.Stderr)
+	run, err := Start(cfg, nil, w, agentStderr(t))
 	w.Close()
 	if err != nil {
 		t.Fatal(err)
@@ -134,7 +134,7 @@ func TestFrozenProcessTeardown(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer inW.Close()
-	run, err := Start(sh(e, `sleep 1000 & read x`), inR, nil, os.Stderr)
+	run, err := Start(sh(e, `sleep 1000 & read x`), inR, nil, agentStderr(t))
 	inR.Close()
 	if err != nil {
 		t.Fatal(err)

@@ -52,7 +52,7 @@ func TestNamespaces(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			run, err := Start(cfg, nil, w, os.Stderr)
+			run, err := Start(cfg, nil, w, agentStderr(t))
 			w.Close()
 			if err != nil {
 				t.Fatal(err)

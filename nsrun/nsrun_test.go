@@ -45,6 +45,22 @@ type env struct {
 	ws, upper, work, state, key string
 }
 
+// agentStderr is a pipe copied to the test's stderr. Tests give it to the
+// agent instead of os.Stderr: where the tests run on a console (the kernel
+// matrix's guests) a terminal there would give the agent a pseudo-terminal,
+// and a session leader's exit hangs up its background jobs.
+func agentStderr(t *testing.T) *os.File {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { io.Copy(os.Stderr, r); r.Close(); close(done) }()
+	t.Cleanup(func() { w.Close(); <-done })
+	return w
+}
+
 func newEnv(t *testing.T) env {
 	t.Helper()
 	dir := t.TempDir()
@@ -76,7 +92,7 @@ func launch(t *testing.T, cfg Config) (Result, string, error) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	run, err := Start(cfg, nil, w, os.Stderr)
+	run, err := Start(cfg, nil, w, agentStderr(t))
 	w.Close()
 	if err != nil {
 		t.Fatal(err)
@@ -195,7 +211,7 @@ func TestSignalForwarded(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	run, err := Start(sh(e, `trap 'exit 42' USR2; echo ready; while :; do sleep 0.05; done`), nil, w, os.Stderr)
+	run, err := Start(sh(e, `trap 'exit 42' USR2; echo ready; while :; do sleep 0.05; done`), nil, w, agentStderr(t))
 	w.Close()
 	if err != nil {
 		t.Fatal(err)

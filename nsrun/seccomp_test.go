@@ -159,7 +159,7 @@ func start(t *testing.T, cfg Config) (*Run, Ready, *os.File) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { r.Close() })
-	run, err := Start(cfg, nil, w, os.Stderr)
+	run, err := Start(cfg, nil, w, agentStderr(t))
 	w.Close()
 	if err != nil {
 		t.Fatal(err)

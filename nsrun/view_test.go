@@ -182,7 +182,7 @@ echo x > ` + filepath.Dir(shared) + `/outside-rw 2>/dev/null; true`
 		t.Fatal(err)
 	}
 	defer r.Close()
-	run, err := Start(cfg, nil, w, os.Stderr)
+	run, err := Start(cfg, nil, w, agentStderr(t))
 	w.Close()
 	if err != nil {
 		t.Fatal(err)
