@@ -475,7 +475,7 @@ func TestHostileManyFiles(t *testing.T) {
 	privtest.Require(t)
 	n := 200_000
 	if testing.Short() {
-		n = 20_000
+		n = 5_000
 	}
 	h := hostile{name: "many-files", wsMiB: 2048, stateMiB: 2048,
 		script: fmt.Sprintf(`mkdir many; cd many; seq 1 %d | xargs touch`, n),

@@ -2,7 +2,7 @@
 // kernels and prints a matrix of kernel × suite with the features the
 // probe found on each. kernel-tests/run is its front door:
 //
-//	kernel-tests/run [-kernels 5.10,6.1,6.12] [-host=true] [-markdown]
+//	kernel-tests/run [-kernels 5.10,6.1,6.12] [-host=true] [-suites S,...] [-nostatx oldest|all|none] [-markdown]
 //	kernel-tests/run -self-check
 //
 // For each kernel it fetches the Debian package with apt-get download into
@@ -45,6 +45,8 @@ type config struct {
 	timeout     time.Duration
 	memory      string
 	verbose     bool
+	suites      string // comma-separated suites; empty for all
+	nostatx     string // where the suites run again without statx: oldest, all or none
 }
 
 func main() {
@@ -60,6 +62,8 @@ func run(args []string) int {
 	jobs := fs.Int("j", runtime.NumCPU(), "guests booted at once")
 	timeout := fs.Duration("timeout", 45*time.Minute, "time limit of one guest")
 	verbose := fs.Bool("v", false, "copy guest logs to stderr as they arrive")
+	suites := fs.String("suites", "", "comma-separated suites (test packages, e.g. nsrun,overlay) to run; empty for all")
+	nostatx := fs.String("nostatx", "oldest", "where the suites run again with statx refused: oldest (the host and the oldest kernel booted), all, or none")
 	fromLogs := fs.Bool("from-logs", false, "run nothing: print the matrix of the logs the last run kept in kernel-tests/cache/logs")
 	if err := fs.Parse(args); err != nil || fs.NArg() > 0 {
 		return 64
@@ -70,7 +74,11 @@ func run(args []string) int {
 		return 1
 	}
 	cfg := config{repo: repo, cache: filepath.Join(repo, "kernel-tests", "cache"), host: *host, markdown: *markdown,
-		jobs: max(*jobs, 1), timeout: *timeout, memory: "1G", verbose: *verbose}
+		jobs: max(*jobs, 1), timeout: *timeout, memory: "1G", verbose: *verbose, suites: *suites, nostatx: *nostatx}
+	if !slices.Contains([]string{"oldest", "all", "none"}, cfg.nostatx) {
+		fmt.Fprintf(os.Stderr, "kernel-tests: -nostatx %q: want oldest, all or none\n", cfg.nostatx)
+		return 64
+	}
 	for s := range strings.SplitSeq(*kernels, ",") {
 		if s = strings.TrimSpace(s); s == "" {
 			continue
@@ -138,11 +146,45 @@ func repoRoot() (string, error) {
 	return strings.TrimSpace(string(out)), nil
 }
 
-// guestOptions change what a guest runs, for the self-check.
+// guestOptions change what a guest runs (or guest.sh on the host).
 type guestOptions struct {
 	inject  string // "fail" or "panic"
 	suites  string // comma-separated suites (default: all)
 	nostatx string // comma-separated nostatx suites; "-" for none
+}
+
+// guestOptions are what the guest of kernel k (the zero Kernel for the
+// host) runs: opt where it says, else cfg's suites, and the nostatx
+// suites again only where cfg.nostatx asks for them. Only the oldest
+// kernel by default: the filter stands in for kernels older than any
+// booted, and repeating it on every newer kernel tests the same code.
+func (cfg config) guestOptions(opt guestOptions, k Kernel) guestOptions {
+	if opt.suites == "" {
+		opt.suites = cfg.suites
+	}
+	age := func(k Kernel) int {
+		return slices.IndexFunc(Kernels, func(o Kernel) bool { return o.Series == k.Series })
+	}
+	oldest := len(cfg.kernels) > 0 && k == slices.MinFunc(cfg.kernels, func(a, b Kernel) int { return age(a) - age(b) })
+	if opt.nostatx == "" && (cfg.nostatx == "none" || cfg.nostatx == "oldest" && k != (Kernel{}) && !oldest) {
+		opt.nostatx = "-"
+	}
+	return opt
+}
+
+// env is o for guest.sh run on the host: the same settings as cmdline.
+func (o guestOptions) env() []string {
+	var s []string
+	if o.inject == "fail" {
+		s = append(s, "LAYERSEAL_KT_INJECT_FAILURE=1")
+	}
+	if o.suites != "" {
+		s = append(s, "KT_SUITES="+strings.ReplaceAll(o.suites, ",", " "))
+	}
+	if o.nostatx != "" {
+		s = append(s, "KT_NOSTATX_SUITES="+strings.ReplaceAll(strings.Trim(o.nostatx, "-"), ",", " "))
+	}
+	return s
 }
 
 func (o guestOptions) cmdline() string {
@@ -193,7 +235,7 @@ func matrix(cfg config, opt guestOptions) ([]*Column, error) {
 			if err := buildInitramfs(initrd, bb, filepath.Join(cfg.repo, "kernel-tests", "guest.sh"), binDir, x); err != nil {
 				return nil, fmt.Errorf("kernel %s: initramfs: %w", k.Series, err)
 			}
-			guests = append(guests, func() *Column { return bootGuest(cfg, k.Series, x, initrd, opt) })
+			guests = append(guests, func() *Column { return bootGuest(cfg, k.Series, x, initrd, cfg.guestOptions(opt, k)) })
 		}
 	}
 	cols := make([]*Column, len(guests))
@@ -208,7 +250,7 @@ func matrix(cfg config, opt guestOptions) ([]*Column, error) {
 	}
 	var hostCol *Column
 	if cfg.host {
-		hostCol = runHost(cfg, binDir)
+		hostCol = runHost(cfg, binDir, cfg.guestOptions(opt, Kernel{}))
 	}
 	wg.Wait()
 	if hostCol != nil {
@@ -222,13 +264,13 @@ func logf(format string, a ...any) {
 }
 
 // runHost runs guest.sh on the host kernel.
-func runHost(cfg config, binDir string) *Column {
+func runHost(cfg config, binDir string, opt guestOptions) *Column {
 	logf("host: running the suites")
 	start := time.Now()
 	var log bytes.Buffer
 	cmd := exec.Command("sh", filepath.Join(cfg.repo, "kernel-tests", "guest.sh"), binDir)
 	cmd.Stdout, cmd.Stderr = &log, &log
-	cmd.Env = os.Environ()
+	cmd.Env = append(os.Environ(), opt.env()...)
 	err := cmd.Run()
 	saveLog(cfg, "host", log.Bytes())
 	col := parseLog("host", &log)
@@ -269,7 +311,8 @@ func bootGuest(cfg config, name string, x Extracted, initrd string, opt guestOpt
 		"-accel", "tcg", "-cpu", "max", "-m", cfg.memory, "-smp", "1",
 		"-nographic", "-no-reboot", "-nic", "none",
 		"-kernel", x.Vmlinuz, "-initrd", initrd, "-append", strings.TrimSpace(appendLine),
-		"-drive", "file="+disk+",format=raw,if=virtio")
+		// The scratch disk is thrown away: its flushes need not reach the host's disk.
+		"-drive", "file="+disk+",format=raw,if=virtio,cache=unsafe")
 	var log bytes.Buffer
 	var out io.Writer = &log
 	if cfg.verbose {

@@ -156,3 +156,36 @@ func TestCPIO(t *testing.T) {
 		t.Errorf("odd: %v, %v", fi, err)
 	}
 }
+
+// By default the nostatx suites run on the host and the oldest kernel
+// booted, whatever order -kernels names them in; -nostatx changes that.
+func TestNostatxWhere(t *testing.T) {
+	k510, k61, k612 := Kernels[0], Kernels[1], Kernels[2]
+	cases := []struct {
+		where   string
+		kernels []Kernel
+		k       Kernel
+		want    string
+	}{
+		{"oldest", []Kernel{k612, k510, k61}, k510, ""},
+		{"oldest", []Kernel{k612, k510, k61}, k61, "-"},
+		{"oldest", []Kernel{k612, k510, k61}, k612, "-"},
+		{"oldest", []Kernel{k612, k510, k61}, Kernel{}, ""},
+		{"oldest", []Kernel{k612}, k612, ""},
+		{"all", []Kernel{k510, k612}, k612, ""},
+		{"none", []Kernel{k510}, k510, "-"},
+		{"none", []Kernel{k510}, Kernel{}, "-"},
+	}
+	for _, c := range cases {
+		cfg := config{kernels: c.kernels, nostatx: c.where, suites: "nsrun"}
+		got := cfg.guestOptions(guestOptions{}, c.k)
+		if got.nostatx != c.want || got.suites != "nsrun" {
+			t.Errorf("-nostatx %s, kernels %v, guest %q: %+v, want nostatx %q", c.where, c.kernels, c.k.Series, got, c.want)
+		}
+	}
+	// The self-check's own options win.
+	cfg := config{kernels: []Kernel{k510}, nostatx: "all", suites: "nsrun"}
+	if got := cfg.guestOptions(guestOptions{suites: "kernel-tests", nostatx: "-"}, k510); got.suites != "kernel-tests" || got.nostatx != "-" {
+		t.Errorf("self-check options overridden: %+v", got)
+	}
+}
