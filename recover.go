@@ -31,12 +31,11 @@ func Recover(out, stateDir string, key *attest.Signer) (*attest.Statement, error
 	if err := RequireRoot(); err != nil {
 		return nil, err
 	}
-	abs := evalOrSelf(absOrSelf(out))
 	dir, rec, err := findSession(stateDir, out)
-	abs = rec.Out
 	if err != nil {
 		return nil, err
 	}
+	abs := rec.Out
 	if running(stateDir, rec.ID) {
 		return nil, fmt.Errorf("session %s is still running: its supervisor signs its statement when it ends (`layerseal sessions` shows it)", rec.ID)
 	}
