@@ -23,8 +23,10 @@ type Difference struct {
 // two sessions (or of two launch records) are an error wrapping
 // ErrOtherSession.
 func Diff(a, b *Artifact) ([]Difference, error) {
-	if a.SessionID() != b.SessionID() || !bytes.Equal(a.launchDigest(), b.launchDigest()) {
-		return nil, fmt.Errorf("%s is of session %s and %s of session %s: %w", a.Path, a.SessionID(), b.Path, b.SessionID(), ErrOtherSession)
+	sa, la, _, _ := a.summary()
+	sb, lb, _, _ := b.summary()
+	if sa != sb || !bytes.Equal(la, lb) {
+		return nil, fmt.Errorf("%s is of session %s and %s of session %s: %w", a.Path, sa, b.Path, sb, ErrOtherSession)
 	}
 	return DiffEntries(a.Entries, b.Entries), nil
 }

@@ -51,51 +51,39 @@ type Artifact struct {
 
 // SessionID is the session the artifact is of.
 func (a *Artifact) SessionID() string {
-	switch {
-	case a.Statement != nil:
-		return a.Statement.SessionID
-	case a.Checkpoint != nil:
-		return a.Checkpoint.SessionID
-	case a.Launch != nil:
-		return a.Launch.SessionID
-	}
-	return ""
+	id, _, _, _ := a.summary()
+	return id
 }
 
 // Complete reports whether the statement or checkpoint examined every
 // entry in its scope; a launch record is complete.
 func (a *Artifact) Complete() bool {
-	switch {
-	case a.Statement != nil:
-		return a.Statement.Complete
-	case a.Checkpoint != nil:
-		return a.Checkpoint.Complete
-	}
-	return true
+	_, _, complete, _ := a.summary()
+	return complete
 }
 
 // Incomplete is the statement's or checkpoint's reasons for being
 // incomplete.
 func (a *Artifact) Incomplete() []Reason {
-	switch {
-	case a.Statement != nil:
-		return a.Statement.Incomplete
-	case a.Checkpoint != nil:
-		return a.Checkpoint.Incomplete
-	}
-	return nil
+	_, _, _, reasons := a.summary()
+	return reasons
 }
 
-// launchDigest is the SHA-256 of the launch record a statement or
-// checkpoint names.
-func (a *Artifact) launchDigest() []byte {
+// summary is what the artifact says of itself: its session, the SHA-256
+// of the launch record it is bound to (none for a launch record), and its
+// completeness.
+func (a *Artifact) summary() (session string, launch []byte, complete bool, reasons []Reason) {
 	switch {
 	case a.Statement != nil:
-		return a.Statement.Launch
+		st := a.Statement
+		return st.SessionID, st.Launch, st.Complete, st.Incomplete
 	case a.Checkpoint != nil:
-		return a.Checkpoint.Launch
+		cp := a.Checkpoint
+		return cp.SessionID, cp.Launch, cp.Complete, cp.Incomplete
+	case a.Launch != nil:
+		return a.Launch.SessionID, nil, true, nil
 	}
-	return nil
+	return "", nil, true, nil
 }
 
 // result is a verified artifact with the error its completeness calls for.
