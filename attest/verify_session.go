@@ -137,7 +137,7 @@ func VerifySession(out string, pub ed25519.PublicKey) (*Artifact, error) {
 //
 // An artifact that does not verify is an error wrapping ErrNotVerified
 // (its message says which check failed, found by trying them one at a
-// time), ErrMalformed or ErrChain; its errors do not name path. One that
+// time), ErrMalformed or ErrChain, not prefixed with path. One that
 // verifies but is incomplete returns the Artifact and an error wrapping
 // ErrIncomplete. Verify reads the chain's files; it costs what
 // VerifyStatement and VerifyChain cost.
