@@ -20,39 +20,8 @@ import (
 )
 
 // CheckpointDir is the directory of the output dir that holds a session's
-// checkpoints, named by their sequence number: 000001.json, 000002.json, …
-const CheckpointDir = "checkpoints"
-
-// CheckpointFile is the file name of checkpoint seq.
-func CheckpointFile(seq uint64) string { return fmt.Sprintf("%06d.json", seq) }
-
-// maxCheckpointFile bounds what ReadCheckpointChain reads of one file.
-const maxCheckpointFile = 512 << 20
-
-// ReadCheckpointChain reads the checkpoint files of dir, 000001.json on,
-// in order; a gap, a stray name or a file over 512 MiB is an error
-// wrapping attest.ErrChain. A missing dir is an empty chain.
-func ReadCheckpointChain(dir string) ([][]byte, error) {
-	names, err := filepath.Glob(filepath.Join(dir, "[0-9]*.json"))
-	if err != nil {
-		return nil, err
-	}
-	var envs [][]byte
-	for i, n := range names {
-		if filepath.Base(n) != CheckpointFile(uint64(i+1)) {
-			return nil, fmt.Errorf("%w: %s is not checkpoint %d", attest.ErrChain, n, i+1)
-		}
-		b, err := os.ReadFile(n)
-		if err == nil && len(b) > maxCheckpointFile {
-			err = fmt.Errorf("over %d bytes", maxCheckpointFile)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("%w: checkpoint %d: %v", attest.ErrChain, i+1, err)
-		}
-		envs = append(envs, b)
-	}
-	return envs, nil
-}
+// checkpoints, named by attest.CheckpointFile: 000001.json, 000002.json, …
+const CheckpointDir = attest.CheckpointDir
 
 // CheckpointResult says what one checkpoint did.
 type CheckpointResult struct {
@@ -141,7 +110,7 @@ func (c *checkpointer) take() (*CheckpointResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	file := filepath.Join(c.dir, CheckpointFile(cp.Seq))
+	file := filepath.Join(c.dir, attest.CheckpointFile(cp.Seq))
 	if err := writeUnsynced(file, env, 0o644); err != nil {
 		// The log moved on in memory, and no later checkpoint would
 		// verify without this one: the chain ends with the last one

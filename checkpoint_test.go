@@ -112,7 +112,7 @@ func readChain(t *testing.T, dir string, n int) [][]byte {
 	t.Helper()
 	var envs [][]byte
 	for i := 1; i <= n; i++ {
-		b, err := os.ReadFile(filepath.Join(dir, CheckpointFile(uint64(i))))
+		b, err := os.ReadFile(filepath.Join(dir, attest.CheckpointFile(uint64(i))))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -276,7 +276,7 @@ func TestCheckpointUnstableFile(t *testing.T) {
 // reason every checkpoint has on a kernel without statx mount IDs.
 func (e *cpEnv) reasons(seq uint64) []attest.Reason {
 	e.t.Helper()
-	env, err := os.ReadFile(filepath.Join(e.cp.dir, CheckpointFile(seq)))
+	env, err := os.ReadFile(filepath.Join(e.cp.dir, attest.CheckpointFile(seq)))
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -31,12 +31,11 @@ func Recover(out, stateDir string, key *attest.Signer) (*attest.Statement, error
 	if err := RequireRoot(); err != nil {
 		return nil, err
 	}
-	abs := evalOrSelf(absOrSelf(out))
 	dir, rec, err := findSession(stateDir, out)
-	abs = rec.Out
 	if err != nil {
 		return nil, err
 	}
+	abs := rec.Out
 	if running(stateDir, rec.ID) {
 		return nil, fmt.Errorf("session %s is still running: its supervisor signs its statement when it ends (`layerseal sessions` shows it)", rec.ID)
 	}
@@ -82,7 +81,7 @@ func Recover(out, stateDir string, key *attest.Signer) (*attest.Statement, error
 	// Bind the session's checkpoint chain, as the supervisor would have:
 	// the statement then verifies with it. A chain that does not verify
 	// is not bound, and the reason says so.
-	chain, err := ReadCheckpointChain(filepath.Join(rec.Out, CheckpointDir))
+	chain, err := attest.ReadChainDir(filepath.Join(rec.Out, CheckpointDir))
 	if err == nil && len(chain) > 0 {
 		_, _, err = attest.VerifyChain(chain, key.Public(), launchEnv)
 	}

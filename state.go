@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/layerseal/layerseal/attest"
 )
 
 // DefaultStateDir holds the upper layers of sessions; it must be on a
@@ -18,10 +20,11 @@ import (
 // only.
 const DefaultStateDir = "/var/lib/layerseal"
 
-// Names of the files a session writes to its output directory.
+// Names of the files a session writes to its output directory (attest
+// defines them, so a verifier finds them with no Linux code).
 const (
-	LaunchFile    = "launch.json"
-	StatementFile = "statement.json"
+	LaunchFile    = attest.LaunchFile
+	StatementFile = attest.StatementFile
 )
 
 // sessionRecord is kept in the session's state directory so that a later

@@ -9,7 +9,10 @@
 //     before the agent starts;
 //   - sign a [LaunchRecord] with [SignLaunch] before the run and a
 //     [Statement] with [SignStatement] after it;
-//   - check them offline with [VerifyLaunch] and [VerifyStatement].
+//   - check them offline with [VerifyLaunch] and [VerifyStatement], or a
+//     whole session's output directory (statement, launch record and
+//     checkpoint chain) with [VerifySession]; [Verify] takes one file of
+//     any kind, and [Diff] compares two points of one session.
 //
 // Both artifacts are in-toto Statement v1 payloads in DSSE envelopes, so
 // standard Sigstore tooling can check their signatures too. Their predicate
@@ -22,5 +25,7 @@
 // use the text form documented at [Path.MarshalText], and decoding is strict
 // (see [VerifyStatement]). Verification fails with an error that is either
 // [ErrNotVerified] (one opaque error for every failed cryptographic check) or
-// wraps [ErrMalformed].
+// wraps [ErrMalformed] (or, for a checkpoint chain, [ErrChain]). [Verify]
+// and [VerifySession] return an error wrapping [ErrIncomplete], with their
+// result, for an artifact that verifies but is incomplete.
 package attest

@@ -76,3 +76,25 @@ func Example() {
 	// deleted old%0Aname
 	// true
 }
+
+// Verify a session's output directory (statement, launch record and
+// checkpoint chain) as `layerseal verify` does, and tell its three
+// outcomes apart.
+func ExampleVerifySession() {
+	pub, err := attest.LoadPublicKey("seal.key.pub")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	a, err := attest.VerifySession("run1", pub)
+	switch {
+	case err == nil:
+		fmt.Printf("verified and complete: %d change(s), %d checkpoint(s)\n", len(a.Entries), len(a.Chain))
+	case errors.Is(err, attest.ErrIncomplete):
+		for _, r := range a.Incomplete() {
+			fmt.Printf("incomplete: %s %s: %s\n", r.Code, r.Path, attest.Bytes(r.Detail))
+		}
+	default: // wraps ErrNotVerified, ErrMalformed or ErrChain, or a file error
+		fmt.Println(err)
+	}
+}

@@ -51,7 +51,8 @@ func writeNew(path string, perm os.FileMode, data []byte) error {
 		return fmt.Errorf("create key file: %w", err)
 	}
 	// Chmod undoes a umask that removed bits; it never widens beyond perm.
-	if err := f.Chmod(perm); err == nil {
+	err = f.Chmod(perm)
+	if err == nil {
 		_, err = f.Write(data)
 	}
 	if err == nil {

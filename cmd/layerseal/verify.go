@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 
 	"github.com/go-json-experiment/json"
 	"github.com/urfave/cli/v3"
@@ -37,65 +36,101 @@ func verifyCommand() *cli.Command {
 				return err
 			}
 			path := cmd.Args().First()
-			env, err := readArtifact(path)
+			env, err := attest.ReadArtifact(path)
 			if err != nil {
 				return exitWith(exitFailed, err)
 			}
-			var launch []byte
+			opts := attest.VerifyOptions{Checkpoints: cmd.String("checkpoints")}
 			if l := cmd.String("launch"); l != "" {
-				if launch, err = readArtifact(l); err != nil {
+				if opts.Launch, err = attest.ReadArtifact(l); err != nil {
 					return exitWith(exitFailed, err)
 				}
 			}
-			if cp, err := attest.ReadCheckpoint(env); err == nil {
-				return verifyCheckpointFile(cmd, pub, path, env, cp, launch)
-			}
-			if _, err := attest.ReadLaunch(env); err == nil {
-				return verifyLaunchFile(cmd, pub, path, env)
-			}
-			st, err := attest.VerifyStatement(env, pub, launch)
-			chain := ""
-			if err == nil {
-				dir := cmd.String("checkpoints")
-				if beside := filepath.Join(filepath.Dir(path), layerseal.CheckpointDir); dir == "" && isDir(beside) {
-					dir = beside
-				}
-				chain, err = verifyStatementChain(st, pub, dir, launch)
-			} else {
-				err = whyNotVerified(err, env, pub, launch)
-			}
-			if err != nil {
+			a, err := attest.Verify(path, env, pub, opts)
+			if err != nil && !errors.Is(err, attest.ErrIncomplete) {
 				if cmd.Bool("json") {
 					printJSON(map[string]any{"verified": false, "error": verifyClass(err), "detail": err.Error()})
 				}
 				return exitWith(exitFailed, fmt.Errorf("%s: %w", path, err))
 			}
-			info := sessionOf(cmd.String("state-dir"), st)
-			if cmd.Bool("json") {
-				m := reportJSON(st, info)
-				m["verified"], m["complete"], m["checkpoints"], m["session_id"], m["launch_checked"] = true, st.Complete, chain, st.SessionID, launch != nil
-				printJSON(m)
-			} else {
-				fmt.Printf("verified: %s, %d change(s), session %s\n", completeness(st), len(st.Entries), st.SessionID)
-				if chain != "" {
-					fmt.Println(chain)
-				}
-				if launch == nil {
-					fmt.Println("launch record not checked (use --launch)")
-				}
-				writeReport(os.Stdout, "", st, info)
+			switch {
+			case a.Checkpoint != nil:
+				printCheckpoint(cmd, a)
+			case a.Launch != nil:
+				printLaunch(cmd, a.Launch)
+			default:
+				printStatement(cmd, a)
 			}
-			if ws := cmd.String("workspace"); ws != "" {
-				if err := checkWorkspace(ws, st); err != nil {
+			if ws := cmd.String("workspace"); ws != "" && a.Statement != nil {
+				if err := checkWorkspace(ws, a.Statement); err != nil {
 					return err
 				}
 			}
-			if !st.Complete {
+			if !a.Complete() {
 				return exitWith(exitIncomplete, nil)
 			}
 			return nil
 		},
 	}
+}
+
+// printStatement prints what verify found of a statement.
+func printStatement(cmd *cli.Command, a *attest.Artifact) {
+	st := a.Statement
+	chain := ""
+	switch {
+	case a.ChainUnchecked:
+		chain = "checkpoint chain not checked (no checkpoints dir beside the statement; use --checkpoints)"
+	case len(a.Chain) > 0:
+		chain = fmt.Sprintf("checkpoint chain: %d checkpoint(s), bound to the statement", len(a.Chain))
+	}
+	info := sessionOf(cmd.String("state-dir"), st)
+	if cmd.Bool("json") {
+		m := reportJSON(st, info)
+		m["verified"], m["complete"], m["checkpoints"], m["session_id"], m["launch_checked"] = true, st.Complete, chain, st.SessionID, a.LaunchChecked
+		printJSON(m)
+		return
+	}
+	fmt.Printf("verified: %s, %d change(s), session %s\n", completeness(st), len(st.Entries), st.SessionID)
+	if chain != "" {
+		fmt.Println(chain)
+	}
+	if !a.LaunchChecked {
+		fmt.Println("launch record not checked (use --launch)")
+	}
+	writeReport(os.Stdout, "", st, info)
+}
+
+// printCheckpoint prints what verify found of a checkpoint and the chain
+// before it.
+func printCheckpoint(cmd *cli.Command, a *attest.Artifact) {
+	cp := a.Checkpoint
+	if cmd.Bool("json") {
+		printJSON(map[string]any{"verified": true, "checkpoint": cp.Seq, "complete": cp.Complete, "unchanged": cp.Unchanged,
+			"session_id": cp.SessionID, "count": cp.Count, "incomplete": reasonsJSON(cp.Incomplete), "launch_checked": a.LaunchChecked})
+		return
+	}
+	state := ""
+	switch {
+	case cp.Unchanged:
+		state = fmt.Sprintf(", unchanged since checkpoint %d", cp.SameAs)
+	case cp.Base != 0:
+		state = fmt.Sprintf(", %d change(s) listed since checkpoint %d", len(cp.Entries)+len(cp.Removed), cp.Base)
+	}
+	fmt.Printf("verified: checkpoint %d of %d in its chain%s, %s, %d change(s), session %s\n",
+		cp.Seq, cp.Log.Size, state, completenessOf(cp.Complete, len(cp.Incomplete)), cp.Count, cp.SessionID)
+	for _, r := range cp.Incomplete {
+		fmt.Printf("incomplete: %s\n", reasonText(r))
+	}
+}
+
+// printLaunch prints what verify found of a launch record.
+func printLaunch(cmd *cli.Command, l *attest.LaunchRecord) {
+	if cmd.Bool("json") {
+		printJSON(map[string]any{"verified": true, "launch": true, "session_id": l.SessionID, "workspace": l.Workspace, "started": l.Started})
+		return
+	}
+	writeLaunch(os.Stdout, l, "verified")
 }
 
 // checkWorkspace prints every path where ws disagrees with what st says
@@ -128,46 +163,6 @@ func loadPublicKey(path string) ([]byte, error) {
 	return pub, nil
 }
 
-// whyNotVerified turns the library's one opaque "not verified" into which
-// check failed, found by trying them one at a time here: the key the
-// envelope names, then the signature and content without the launch
-// record, then the binding to it.
-func whyNotVerified(err error, env, pub, launch []byte) error {
-	if !errors.Is(err, attest.ErrNotVerified) {
-		return err
-	}
-	if id, kerr := attest.SignerKeyID(env); kerr == nil && id != attest.KeyID(pub) {
-		return fmt.Errorf("%w: signed with key %s, not with the given key %s (wrong --key?)", err, id, attest.KeyID(pub))
-	}
-	if launch != nil {
-		if _, serr := attest.VerifyStatement(env, pub, nil); serr == nil {
-			if _, lerr := attest.VerifyLaunch(launch, pub); lerr != nil {
-				return fmt.Errorf("%w: the launch record given with --launch does not verify with this key", err)
-			}
-			return fmt.Errorf("%w: the statement is not bound to the launch record given with --launch (another session's?)", err)
-		}
-	}
-	return fmt.Errorf("%w: the signature does not match the content (the file was altered or corrupted)", err)
-}
-
-// verifyLaunchFile is `verify` of a launch record.
-func verifyLaunchFile(cmd *cli.Command, pub []byte, path string, env []byte) error {
-	l, err := attest.VerifyLaunch(env, pub)
-	if err != nil {
-		err = whyNotVerified(err, env, pub, nil)
-		if cmd.Bool("json") {
-			printJSON(map[string]any{"verified": false, "error": verifyClass(err), "detail": err.Error()})
-		}
-		return exitWith(exitFailed, fmt.Errorf("%s: %w", path, err))
-	}
-	if cmd.Bool("json") {
-		printJSON(map[string]any{"verified": true, "launch": true, "session_id": l.SessionID, "workspace": l.Workspace, "started": l.Started})
-		return nil
-	}
-	writeLaunch(os.Stdout, l, "verified")
-	return nil
-}
-
 func showCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "show",
@@ -191,29 +186,31 @@ func showCommand() *cli.Command {
 				pub = p
 			}
 			path := cmd.Args().First()
-			if env, err := readArtifact(path); err == nil {
-				if l, err := attest.ReadLaunch(env); err == nil {
-					return showLaunch(cmd, path, env, l, pub)
-				}
-			}
-			a, err := readAny(path, pub)
+			env, err := attest.ReadArtifact(path)
 			if err != nil {
 				return exitWith(exitFailed, err)
 			}
-			st := a.st
-			if a.cp != nil {
+			if l, err := attest.ReadLaunch(env); err == nil {
+				return showLaunch(cmd, path, env, l, pub)
+			}
+			a, err := attest.Load(path, env, pub)
+			if err != nil {
+				return exitWith(exitFailed, err)
+			}
+			st := a.Statement
+			if a.Checkpoint != nil {
 				// All the changes so far, shown as a statement shows them.
-				st = &attest.Statement{SessionID: a.session, Complete: a.cp.Complete, Incomplete: a.cp.Incomplete, Entries: a.entries}
+				st = &attest.Statement{SessionID: a.SessionID(), Complete: a.Checkpoint.Complete, Incomplete: a.Checkpoint.Incomplete, Entries: a.Entries}
 			}
 			var info *layerseal.SessionInfo
-			if a.cp == nil {
+			if a.Checkpoint == nil {
 				info = sessionOf(cmd.String("state-dir"), st)
 			}
 			if cmd.Bool("json") {
 				m := showJSON(st, pub != nil)
-				if a.cp != nil {
+				if a.Checkpoint != nil {
 					delete(m, "exit")
-					m["checkpoint"] = a.cp.Seq
+					m["checkpoint"] = a.Checkpoint.Seq
 				} else {
 					for k, v := range reportJSON(st, info) {
 						m[k] = v
@@ -223,7 +220,7 @@ func showCommand() *cli.Command {
 				return nil
 			}
 			writeShort(os.Stdout, st, pub != nil)
-			if a.cp == nil {
+			if a.Checkpoint == nil {
 				writeReport(os.Stdout, "# ", st, info)
 			} else {
 				for _, r := range st.Incomplete {
@@ -239,11 +236,11 @@ func showCommand() *cli.Command {
 func showLaunch(cmd *cli.Command, path string, env []byte, l *attest.LaunchRecord, pub []byte) error {
 	state := "signature not checked (use --key)"
 	if pub != nil {
-		var err error
-		if l, err = attest.VerifyLaunch(env, pub); err != nil {
-			return exitWith(exitFailed, fmt.Errorf("%s: %w", path, whyNotVerified(err, env, pub, nil)))
+		a, err := attest.Verify(path, env, pub, attest.VerifyOptions{})
+		if err != nil {
+			return exitWith(exitFailed, fmt.Errorf("%s: %w", path, err))
 		}
-		state = "verified"
+		l, state = a.Launch, "verified"
 	}
 	if cmd.Bool("json") {
 		printJSON(map[string]any{"launch": true, "verified": pub != nil, "session_id": l.SessionID, "workspace": l.Workspace,
@@ -253,25 +250,6 @@ func showLaunch(cmd *cli.Command, path string, env []byte, l *attest.LaunchRecor
 	}
 	writeLaunch(os.Stdout, l, state)
 	return nil
-}
-
-// maxArtifact bounds what verify and show read.
-const maxArtifact = 512 << 20
-
-func readArtifact(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, maxArtifact+1))
-	if err != nil {
-		return nil, fmt.Errorf("read %q: %w", path, err)
-	}
-	if len(b) > maxArtifact {
-		return nil, fmt.Errorf("%q is over %d bytes", path, maxArtifact)
-	}
-	return b, nil
 }
 
 type changeJSON struct {
