@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"sort"
 	"sync"
 	"time"
 
@@ -228,11 +227,8 @@ var ErrNotRunning = errors.New("session is not running")
 
 // RequestCheckpoint asks the running session whose output dir is out to
 // take a checkpoint now, and waits for it.
-func RequestCheckpoint(out, stateDir string) (*CheckpointResult, error) {
-	if stateDir == "" {
-		stateDir = DefaultStateDir
-	}
-	dir, _, err := findSession(stateDir, out)
+func (s *Store) RequestCheckpoint(out string) (*CheckpointResult, error) {
+	dir, _, err := s.find(out)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrNotRunning, err)
 	}
@@ -259,126 +255,4 @@ func RequestCheckpoint(out, stateDir string) (*CheckpointResult, error) {
 		return nil, errors.New("checkpoint reply without a result")
 	}
 	return reply.Result, nil
-}
-
-// Session states, as Sessions reports them.
-const (
-	StateRunning     = "running"     // its supervisor (or an apply of it) is alive
-	StateStaged      = "staged"      // signed; the change set waits for apply or discard
-	StateApplied     = "applied"     // applied (Skipped says when only partly)
-	StateDiscarded   = "discarded"   // dropped; the workspace was left as it was
-	StateInterrupted = "interrupted" // its supervisor or an apply of it died part way (Detail says how to go on)
-)
-
-// SessionInfo is one session found in a state dir.
-type SessionInfo struct {
-	ID        string `json:"id"`
-	State     string `json:"state"`
-	Workspace string `json:"workspace"`
-	Out       string `json:"out"`
-	// Started is when the session began; Ended when its run ended (the
-	// statement's time), zero while there is no statement.
-	Started     time.Time `json:"started"`
-	Ended       time.Time `json:"ended,omitzero"`
-	Checkpoints int       `json:"checkpoints"`
-	// Changes is the statement's change count and ToApply the size of the
-	// change set after the sweep (both 0 without a statement).
-	Changes int `json:"changes"`
-	ToApply int `json:"to_apply"`
-	// Skipped are the paths an apply left out (a partly applied session).
-	Skipped []attest.Path `json:"skipped,omitempty"`
-	// Detail says what to do next, when there is something to do.
-	Detail string `json:"detail,omitempty"`
-}
-
-// Sessions lists the sessions with state in stateDir, oldest first.
-func Sessions(stateDir string) ([]SessionInfo, error) {
-	if stateDir == "" {
-		stateDir = DefaultStateDir
-	}
-	if err := RequireRoot(); err != nil {
-		return nil, err
-	}
-	if _, err := os.Stat(stateDir); err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return nil, nil // no session was ever run with it
-		}
-		return nil, fmt.Errorf("state dir %q: %w", stateDir, unwrapPath(err))
-	}
-	recs, err := filepath.Glob(filepath.Join(stateDir, "sessions", "*", "session.json"))
-	if err != nil {
-		return nil, err
-	}
-	var out []SessionInfo
-	for _, p := range recs {
-		d := sessionDir(filepath.Dir(p))
-		r, err := d.readRecord()
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, sessionInfo(stateDir, d, r))
-	}
-	sort.Slice(out, func(i, j int) bool {
-		if !out[i].Started.Equal(out[j].Started) {
-			return out[i].Started.Before(out[j].Started)
-		}
-		return out[i].ID < out[j].ID
-	})
-	return out, nil
-}
-
-// Session describes one session, named by its id or its output dir (the
-// newest session written there).
-func Session(stateDir, ref string) (*SessionInfo, error) {
-	if stateDir == "" {
-		stateDir = DefaultStateDir
-	}
-	if err := RequireRoot(); err != nil {
-		return nil, err
-	}
-	d, r, err := findSession(stateDir, ref)
-	if err != nil {
-		return nil, err
-	}
-	info := sessionInfo(stateDir, d, r)
-	return &info, nil
-}
-
-func sessionInfo(stateDir string, d sessionDir, r sessionRecord) SessionInfo {
-	info := SessionInfo{ID: r.ID, Workspace: r.Workspace, Out: r.Out, Started: r.Started}
-	cps, _ := filepath.Glob(filepath.Join(r.Out, CheckpointDir, "[0-9]*.json"))
-	info.Checkpoints = len(cps)
-	live := running(stateDir, r.ID)
-	if !live {
-		if conn, err := dialControl(d); err == nil {
-			conn.Close()
-			live = true
-		}
-	}
-	var st *attest.Statement
-	if env, err := os.ReadFile(filepath.Join(string(d), StatementFile)); err == nil {
-		if s, err := attest.VerifyStatement(env, r.PublicKey, nil); err == nil {
-			st = s
-			info.Ended, info.Changes, info.ToApply = s.Ended, int(s.Count), int(s.AppliedCount)
-		}
-	}
-	j, _ := d.readJournal()
-	switch {
-	case live:
-		info.State = StateRunning
-	case j != nil && j.State == journalApplied:
-		info.State, info.Skipped = StateApplied, j.Skipped
-		if len(j.Skipped) > 0 {
-			info.Detail = fmt.Sprintf("partly applied: %d path(s) skipped, kept in %s", len(j.Skipped), d.upper())
-		}
-	case j != nil && j.State == journalDiscarded:
-		info.State = StateDiscarded
-	case j != nil && j.State == journalApplying:
-		info.State, info.Detail = StateInterrupted, fmt.Sprintf("an apply stopped part way: `layerseal apply %s` finishes it", r.ID)
-	case st != nil:
-		info.State, info.Detail = StateStaged, fmt.Sprintf("`layerseal diff %s`, then `layerseal apply %s` or `layerseal discard %s`", r.ID, r.ID, r.ID)
-	default:
-		info.State, info.Detail = StateInterrupted, fmt.Sprintf("its supervisor ended before signing a statement: `layerseal recover --key KEY %s`", r.ID)
-	}
-	return info
 }

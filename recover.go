@@ -21,10 +21,7 @@ import (
 // is incomplete with attest.UnobservedEnd. It writes the statement to the
 // output dir and leaves the change set staged for `diff`, `apply` and
 // `discard`. A session that already has a statement is refused.
-func Recover(out, stateDir string, key *attest.Signer) (*attest.Statement, error) {
-	if stateDir == "" {
-		stateDir = DefaultStateDir
-	}
+func (s *Store) Recover(out string, key *attest.Signer) (*attest.Statement, error) {
 	if key == nil {
 		return nil, errors.New("no signing key")
 	}
@@ -32,12 +29,12 @@ func Recover(out, stateDir string, key *attest.Signer) (*attest.Statement, error
 		return nil, err
 	}
 	abs := evalOrSelf(absOrSelf(out))
-	dir, rec, err := findSession(stateDir, out)
+	dir, rec, err := s.find(out)
 	abs = rec.Out
 	if err != nil {
 		return nil, err
 	}
-	if running(stateDir, rec.ID) {
+	if s.running(rec.ID) {
 		return nil, fmt.Errorf("session %s is still running: its supervisor signs its statement when it ends (`layerseal sessions` shows it)", rec.ID)
 	}
 	if !bytes.Equal(rec.PublicKey, key.Public()) {

@@ -129,6 +129,7 @@ type session struct {
 	out      string
 	dir      sessionDir
 	rec      sessionRecord // written with the launch record
+	store    *Store
 	features probe.Features
 	lower    linux.Stat
 	// wsDir is the workspace root opened (and identified as lower) before
@@ -169,6 +170,7 @@ func prepare(cfg RunConfig) (*session, error) {
 	if cfg.StateDir, err = filepath.Abs(cfg.StateDir); err != nil {
 		return nil, err
 	}
+	s.store = OpenStore(cfg.StateDir)
 	if cfg.Out == "" {
 		return nil, errors.New("no output dir given")
 	}
@@ -350,12 +352,12 @@ func kernelFeatures(f probe.Features) attest.Kernel {
 
 func (s *session) run() (*RunResult, error) {
 	id := attest.NewSessionID()
-	lock, err := lockWorkspace(s.cfg.StateDir, s.ws, s.lower, id)
+	lock, err := s.store.lockWorkspace(s.ws, s.lower, id)
 	if err != nil {
 		return nil, &SetupError{err}
 	}
 	defer lock.release()
-	dir, err := createSession(s.cfg.StateDir, id)
+	dir, err := s.store.create(id)
 	if err != nil {
 		return nil, &SetupError{err}
 	}
