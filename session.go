@@ -164,13 +164,8 @@ func prepare(cfg RunConfig) (*session, error) {
 	if s.ws == "/" {
 		return nil, errors.New("workspace \"/\": the root directory cannot be a workspace")
 	}
-	if cfg.StateDir == "" {
-		cfg.StateDir = DefaultStateDir
-	}
-	if cfg.StateDir, err = filepath.Abs(cfg.StateDir); err != nil {
-		return nil, err
-	}
 	s.store = OpenStore(cfg.StateDir)
+	cfg.StateDir = s.store.Dir()
 	if cfg.Out == "" {
 		return nil, errors.New("no output dir given")
 	}
