@@ -185,6 +185,12 @@ type staged struct {
 	// the session that ran the agent applies; nil for a later apply,
 	// which opens it and checks its identity against the launch record.
 	ws *os.File
+	// r is the session's reader, when the session that ran the agent
+	// applies; a later apply makes its own if it needs one.
+	r *reader
+	// excluded are the entries of the excluded subtrees, when the
+	// session that ran the agent read them already (its sweep did).
+	excluded *subtrees
 }
 
 func (store *Store) openStaged(out string) (*staged, error) {
@@ -437,23 +443,29 @@ func union(a, b []attest.Path) []attest.Path {
 }
 
 // entries merges the statement's applied entries with the entries of its
-// excluded subtrees, read again from the upper layer (the statement
-// commits to their counts, which must still hold).
+// excluded subtrees: those the session's sweep read, or, when it did not
+// read them, read again from the upper layer: by a later apply after
+// checking that they still hold what the statement counted; by the
+// session that ran the agent without that check, as the statement was
+// just read from the same layer, which no one else writes.
 func (s *staged) entries(ws *os.File) ([]attest.Entry, error) {
 	applied := s.st.AppliedEntries()
 	if len(s.st.Excluded) == 0 {
 		return applied, nil
 	}
-	p := s.launch.Policy
-	again, err := attestUpper(s.dir.upper(), s.dir.work(), s.rec.Workspace, ws, p, false, nil, nil)
-	if err != nil {
-		return nil, fmt.Errorf("read the excluded subtrees: %w", err)
+	var excluded []attest.Entry
+	var err error
+	switch {
+	case s.excluded != nil:
+		excluded = s.excluded.entries
+	case s.r != nil:
+		_, excluded, err = s.r.reread(s.st)
+	default:
+		var r *reader
+		if r, err = sessionReader(s.dir, s.rec.Workspace, ws, s.launch.Policy); err == nil {
+			excluded, err = r.excludedEntries(s.st)
+		}
 	}
-	if !slices.Equal(again.Excluded, s.st.Excluded) {
-		return nil, fmt.Errorf("%w: the excluded subtrees no longer hold the entries the statement counted", overlay.ErrNotAttested)
-	}
-	p.Exclude = nil
-	full, err := attestUpper(s.dir.upper(), s.dir.work(), s.rec.Workspace, ws, p, false, nil, nil)
 	if err != nil {
 		return nil, fmt.Errorf("read the excluded subtrees: %w", err)
 	}
@@ -462,15 +474,9 @@ func (s *staged) entries(ws *os.File) ([]attest.Entry, error) {
 	for _, e := range applied {
 		listed[e.Path] = true
 	}
-	for _, e := range full.Entries {
-		if listed[e.Path] {
-			continue // itemized in the statement (and swept) already
-		}
-		for _, x := range s.st.Excluded {
-			if under(e.Path, x.Path) {
-				out = append(out, e)
-				break
-			}
+	for _, e := range excluded {
+		if !listed[e.Path] { // itemized in the statement (and swept) already
+			out = append(out, e)
 		}
 	}
 	slices.SortFunc(out, func(a, b attest.Entry) int { return strings.Compare(string(a.Path), string(b.Path)) })

@@ -69,13 +69,8 @@ type CheckpointResult struct {
 // methods are safe to call from several goroutines; checkpoints are taken
 // one at a time.
 type checkpointer struct {
-	mu        sync.Mutex
-	upper     string
-	work      string
-	lower     string
-	lowerDir  *os.File // the workspace opened at launch; nil: lower's path
-	policy    attest.Policy
-	noMountID bool
+	mu sync.Mutex
+	r  *reader // the session's
 	// mappedUnseen: the upper layer's filesystem does not stamp writes
 	// through shared mappings (probe.MappedWritesStamped), so no stat
 	// can vouch that a file is as it was: every checkpoint walks from
@@ -110,7 +105,7 @@ func (c *checkpointer) take() (*CheckpointResult, error) {
 		return nil, c.broken
 	}
 	start := time.Now()
-	idx, err := probe.Scan(c.upper, probe.ScanOptions{MaxEntries: int(c.policy.MaxEntries), Flush: true})
+	idx, err := probe.Scan(c.r.upper, probe.ScanOptions{MaxEntries: int(c.r.policy.MaxEntries), Flush: true})
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint: %w", err)
 	}
@@ -177,23 +172,20 @@ func (c *checkpointer) walk(idx *probe.Index, prev *changeList) (*overlay.Change
 		c.readHook()
 	}
 	var seen []seenStat
-	opt, err := c.readOptions()
-	if err != nil {
-		return nil, digestCache{}, err
-	}
+	opt := c.readOptions()
 	opt.Settle = idx.Window
-	opt.LowerDir = c.lowerDir
 	known := opt.KnownDigest
 	opt.KnownDigest = func(p attest.Path, st linux.Stat) []byte {
 		seen = append(seen, seenStat{p, probe.StatOf(st)})
 		return known(p, st)
 	}
 	var ch *overlay.Changes
+	var err error
 	if changed, ok := c.changedSince(idx); ok && prev != nil {
 		prevCh := &overlay.Changes{Entries: prev.entries, Incomplete: c.lastWhy}
-		ch, err = overlay.ReadChanged(c.upper, c.lower, prevCh, func(p attest.Path) bool { return probe.Touches(changed, string(p)) }, opt)
+		ch, err = c.r.readChanged(prevCh, func(p attest.Path) bool { return probe.Touches(changed, string(p)) }, opt)
 	} else {
-		ch, err = overlay.Read(c.upper, c.lower, opt)
+		ch, err = c.r.read(opt)
 	}
 	if err != nil {
 		return nil, digestCache{}, err
@@ -246,24 +238,10 @@ func (c *checkpointer) previous() *changeList {
 }
 
 // readOptions are the final walk's options; known digests are reused.
-func (c *checkpointer) readOptions() (overlay.ReadOptions, error) {
-	rules, err := rulesOf(c.policy)
-	if err != nil {
-		return overlay.ReadOptions{}, err
-	}
-	opt := overlay.ReadOptions{
-		Exclude:       rules.Excluded,
-		DigestCap:     c.policy.DigestCap,
-		MaxEntries:    c.policy.MaxEntries,
-		MaxDirEntries: c.policy.MaxDirEntries,
-		NoMountID:     c.noMountID,
-		WorkDir:       c.work,
-		KnownDigest:   c.digests.lookup,
-	}
-	if c.policy.TimeBudget > 0 {
-		opt.Deadline = time.Now().Add(c.policy.TimeBudget)
-	}
-	return opt, nil
+func (c *checkpointer) readOptions() overlay.ReadOptions {
+	opt := c.r.options()
+	opt.KnownDigest = c.digests.lookup
+	return opt
 }
 
 // final returns the options of the final walk (digests reused where the

@@ -52,8 +52,7 @@ func (s *session) startCheckpoints(id string) (*checkpoints, error) {
 		return nil, err
 	}
 	cp := &checkpointer{
-		upper: s.dir.upper(), work: s.dir.work(), lower: s.ws, lowerDir: s.wsDir, policy: s.cfg.Policy,
-		noMountID: !s.features.StatxMountID.OK(), key: s.cfg.Key, dir: dir,
+		r: s.reader, key: s.cfg.Key, dir: dir,
 		changes: filepath.Join(string(s.dir), checkpointChangesFile),
 	}
 	cp.base.SessionID, cp.base.Launch, cp.base.Workspace = id, sha(s.launch), attest.Bytes(s.ws)
@@ -216,7 +215,7 @@ func (c *checkpoints) end() *checkpointer {
 		c.ln.Close()
 	}
 	c.wg.Wait()
-	os.Remove(filepath.Join(filepath.Dir(c.cp.upper), controlSocket))
+	os.Remove(filepath.Join(filepath.Dir(c.cp.r.upper), controlSocket))
 	return c.cp
 }
 

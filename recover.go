@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 
 	"github.com/layerseal/layerseal/attest"
-	"github.com/layerseal/layerseal/probe"
 )
 
 // Recover attests a session whose supervisor died before it wrote a
@@ -56,17 +55,16 @@ func (s *Store) Recover(out string, key *attest.Signer) (*attest.Statement, erro
 	if launch.SessionID != rec.ID || string(launch.Workspace) != rec.Workspace {
 		return nil, fmt.Errorf("launch record of session %s does not match its state", rec.ID)
 	}
-	features, err := probe.Detect()
-	if err != nil {
-		return nil, err
-	}
-	noMountID := !features.StatxMountID.OK()
 	ws, err := openWorkspace(rec.Workspace, launch.Lower)
 	if err != nil {
 		return nil, fmt.Errorf("%w: its change set cannot be classified against it; it is kept in %s (`layerseal discard %s` drops it)", err, dir, out)
 	}
 	defer ws.Close()
-	st, err := attestUpper(dir.upper(), dir.work(), rec.Workspace, ws, launch.Policy, noMountID, nil, nil)
+	r, err := sessionReader(dir, rec.Workspace, ws, launch.Policy)
+	if err != nil {
+		return nil, err
+	}
+	st, err := r.statement(nil, nil)
 	if err != nil {
 		return nil, fmt.Errorf("attest the change set: %w; it is kept in %s", err, dir)
 	}
@@ -90,7 +88,7 @@ func (s *Store) Recover(out string, key *attest.Signer) (*attest.Statement, erro
 		st.CheckpointHead = sha(chain[len(chain)-1])
 	}
 	st.Incomplete = sortReasons(append(st.Incomplete, attest.Reason{Code: attest.UnobservedEnd, Detail: detail}))
-	if err := sweep(dir.upper(), dir.work(), rec.Workspace, ws, launch.Policy, noMountID, st); err != nil {
+	if _, err := sweep(r, st); err != nil {
 		return nil, fmt.Errorf("sweep protected paths: %w; the change set is kept in %s", err, dir)
 	}
 	b, err := signBounded(key, st, attest.MaxStatementSize)

@@ -14,7 +14,7 @@ import (
 // stages it or when the sweep could not revert a violation (both leave it
 // for `layerseal diff`, `apply` and `discard`). It reports whether it
 // applied.
-func (s *session) settle(env []byte, st *attest.Statement) (bool, error) {
+func (s *session) settle(env []byte, st *attest.Statement, excluded *subtrees) (bool, error) {
 	if s.cfg.Policy.Apply == policy.ApplyStage {
 		return false, nil // the caller says how to go on
 	}
@@ -38,11 +38,7 @@ func (s *session) settle(env []byte, st *attest.Statement) (bool, error) {
 		s.log("%s: the change set is staged, not applied (`apply: always` in layerseal.yaml applies it anyway)", why)
 		return false, nil
 	}
-	launch, err := attest.VerifyLaunch(s.launch, s.cfg.Key.Public())
-	if err != nil {
-		return false, fmt.Errorf("launch record: %w", err)
-	}
-	sg := &staged{dir: s.dir, rec: s.rec, env: env, st: st, launch: launch, ws: s.wsDir}
+	sg := &staged{dir: s.dir, rec: s.rec, env: env, st: st, launch: s.launchRec, ws: s.wsDir, r: s.reader, excluded: excluded}
 	var changed *WorkspaceChangedError
 	if err := sg.apply(s.out, ApplyOptions{Stop: s.intr.stop, Progress: s.cfg.Progress}); errors.As(err, &changed) {
 		s.log("%v", err)
