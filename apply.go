@@ -408,7 +408,7 @@ func inChangeSet(entries []attest.Entry, paths []attest.Path) error {
 		if p.Valid() != nil && p != attest.Root {
 			return fmt.Errorf("path %q: want a path relative to the workspace, as `layerseal diff` prints it", string(p))
 		}
-		if !slices.ContainsFunc(entries, func(e attest.Entry) bool { return under(e.Path, p) }) {
+		if !slices.ContainsFunc(entries, func(e attest.Entry) bool { return attest.Within(e.Path, p) }) {
 			return fmt.Errorf("path %q is not in the change set (`layerseal diff` lists it)", string(p))
 		}
 	}
@@ -432,7 +432,7 @@ func leaveOut(entries []attest.Entry, skip []attest.Path) ([]attest.Entry, error
 
 // underAny reports whether p is one of dirs or beneath one.
 func underAny(p attest.Path, dirs []attest.Path) bool {
-	return slices.ContainsFunc(dirs, func(d attest.Path) bool { return under(p, d) })
+	return slices.ContainsFunc(dirs, func(d attest.Path) bool { return attest.Within(p, d) })
 }
 
 // union merges two sorted path lists.
@@ -496,7 +496,7 @@ func workspaceChanged(ws *os.File, entries []attest.Entry, resuming bool) []atte
 	if err != nil {
 		return []attest.Path{attest.Root}
 	}
-	defer unix.Close(root)
+	defer linux.Close(root)
 	var out []attest.Path
 	for _, e := range entries {
 		now, ok := workspaceState(root, e.Path)
@@ -540,7 +540,7 @@ func workspaceState(root int, p attest.Path) (*attest.State, bool) {
 			if err != nil {
 				return nil, false
 			}
-			defer unix.Close(fd)
+			defer linux.Close(fd)
 			dir = fd
 		}
 	}

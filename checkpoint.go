@@ -175,8 +175,8 @@ func (c *checkpointer) walk(idx *probe.Index, prev *changeList) (*overlay.Change
 	opt := c.readOptions()
 	opt.Settle = idx.Window
 	known := opt.KnownDigest
-	opt.KnownDigest = func(p attest.Path, st linux.Stat) []byte {
-		seen = append(seen, seenStat{p, probe.StatOf(st)})
+	opt.KnownDigest = func(p attest.Path, st overlay.FileStat) []byte {
+		seen = append(seen, seenStat{p, probe.Stat(st)})
 		return known(p, st)
 	}
 	var ch *overlay.Changes
@@ -208,10 +208,10 @@ func (c *checkpointer) changedSince(idx *probe.Index) ([]string, bool) {
 	}
 	var again []string // what the last walk could not read
 	for _, r := range c.lastWhy {
-		switch r.Code {
-		case attest.TimeBudget, attest.EntryBudget, attest.PathLimit:
+		switch {
+		case r.Code.Cut():
 			return nil, false
-		case attest.Unstable, attest.Vanished, attest.Unreadable:
+		case r.Code.Transient():
 			if r.Path == "" {
 				return nil, false
 			}
@@ -248,7 +248,7 @@ func (c *checkpointer) readOptions() overlay.ReadOptions {
 // stat tuple is the one hashed) and the SHA-256 of the last checkpoint's
 // envelope file (nil when there was none), which the final statement
 // binds as it was signed. The changes file is no longer needed.
-func (c *checkpointer) final() (func(attest.Path, linux.Stat) []byte, []byte) {
+func (c *checkpointer) final() (func(attest.Path, overlay.FileStat) []byte, []byte) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.head != nil {
@@ -276,9 +276,9 @@ func writeUnsynced(path string, data []byte, perm os.FileMode) error {
 
 // syncFS flushes the filesystem holding dir.
 func syncFS(dir string) {
-	if fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err == nil {
-		unix.Syncfs(fd)
-		unix.Close(fd)
+	if fd, err := linux.Openat(unix.AT_FDCWD, dir, unix.O_RDONLY|unix.O_DIRECTORY); err == nil {
+		linux.Syncfs(fd)
+		linux.Close(fd)
 	}
 }
 
@@ -286,13 +286,7 @@ func syncFS(dir string) {
 // may read: then an unchanged probe does not make the next checkpoint
 // unchanged.
 func rereadNeeded(rs []attest.Reason) bool {
-	for _, r := range rs {
-		switch r.Code {
-		case attest.Unstable, attest.Vanished, attest.Unreadable, attest.TimeBudget, attest.EntryBudget, attest.PathLimit:
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(rs, func(r attest.Reason) bool { return r.Code.Transient() || r.Code.Cut() })
 }
 
 // seenStat is the stat an upper file was hashed with.
@@ -364,9 +358,9 @@ func (dc *digestCache) pathBytes(i int) []byte {
 
 // lookup returns the digest kept for p when st is exactly the stat it was
 // hashed with, nil otherwise.
-func (dc *digestCache) lookup(p attest.Path, st linux.Stat) []byte {
+func (dc *digestCache) lookup(p attest.Path, st overlay.FileStat) []byte {
 	i, ok := dc.find(p)
-	if !ok || dc.recs[i].st != probe.StatOf(st) {
+	if !ok || dc.recs[i].st != probe.Stat(st) {
 		return nil
 	}
 	return slices.Clone(dc.recs[i].sum[:])

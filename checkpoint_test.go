@@ -539,7 +539,7 @@ func checkMappedWrites(t *testing.T, e *cpEnv) (unseen bool) {
 		t.Fatal(err)
 	}
 	now, _ := os.ReadFile(p)
-	if sum := known("mapped", st); sum != nil && !bytes.Equal(sum, sha(now)) {
+	if sum := known("mapped", overlay.FileStat{Mode: st.Mode, Ino: st.Ino, Size: st.Size, MtimeNS: st.MtimeNS, CtimeNS: st.CtimeNS}); sum != nil && !bytes.Equal(sum, sha(now)) {
 		t.Errorf("final walk offered the digest of an older content of the mapped file")
 	}
 	return !stamped

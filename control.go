@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/layerseal/layerseal/attest"
+	"github.com/layerseal/layerseal/internal/linux"
 	"github.com/layerseal/layerseal/probe"
 )
 
@@ -83,11 +84,11 @@ func (s *session) startCheckpoints(id string) (*checkpoints, error) {
 // socket address (108 bytes) however long d is: through /proc/self/fd and
 // a descriptor of d.
 func socketPath(d sessionDir, fn func(string) error) error {
-	fd, err := unix.Open(string(d), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	fd, err := linux.Openat(unix.AT_FDCWD, string(d), unix.O_PATH|unix.O_DIRECTORY)
 	if err != nil {
 		return fmt.Errorf("session dir: %w", err)
 	}
-	defer unix.Close(fd)
+	defer linux.Close(fd)
 	return fn(fmt.Sprintf("/proc/self/fd/%d/%s", fd, controlSocket))
 }
 
@@ -95,9 +96,9 @@ func listenControl(d sessionDir) (*net.UnixListener, error) {
 	var ln *net.UnixListener
 	err := socketPath(d, func(p string) error {
 		os.Remove(p)
-		old := unix.Umask(0o177)
+		old := linux.Umask(0o177)
 		l, err := net.ListenUnix("unix", &net.UnixAddr{Name: p, Net: "unix"})
-		unix.Umask(old)
+		linux.Umask(old)
 		if err != nil {
 			return err
 		}
@@ -198,12 +199,12 @@ func peerIsRoot(conn *net.UnixConn) bool {
 	if err != nil {
 		return false
 	}
-	var cred *unix.Ucred
-	var cerr error
-	if err := raw.Control(func(fd uintptr) { cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED) }); err != nil || cerr != nil {
+	var uid uint32
+	var uerr error
+	if err := raw.Control(func(fd uintptr) { uid, uerr = linux.PeerUID(int(fd)) }); err != nil || uerr != nil {
 		return false
 	}
-	return cred.Uid == 0
+	return uid == 0
 }
 
 // end stops the triggers and waits for a checkpoint in progress; it

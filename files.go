@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 )
 
 func absOrSelf(p string) string {
@@ -40,9 +39,4 @@ func writeFileAtomic(path string, data []byte, perm os.FileMode) error {
 		return fmt.Errorf("write %q: %w", path, err)
 	}
 	return nil
-}
-
-// within reports whether p is dir or beneath it (both clean and absolute).
-func within(p, dir string) bool {
-	return p == dir || strings.HasPrefix(p, strings.TrimSuffix(dir, "/")+"/")
 }

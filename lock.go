@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/layerseal/layerseal/attest"
 	"github.com/layerseal/layerseal/internal/linux"
 )
 
@@ -66,11 +67,11 @@ func (s *Store) lockWorkspace(ws string, st linux.Stat, id string) (*workspaceLo
 			continue
 		}
 		same := holder.Dev == st.Dev && holder.Ino == st.Ino
-		if same || within(ws, holder.Workspace) || within(holder.Workspace, ws) {
+		if same || attest.Within(ws, holder.Workspace) || attest.Within(holder.Workspace, ws) {
 			where := "the same workspace"
 			switch {
 			case holder.Workspace == ws || same:
-			case within(ws, holder.Workspace):
+			case attest.Within(ws, holder.Workspace):
 				where = fmt.Sprintf("%q, which holds this workspace", holder.Workspace)
 			default:
 				where = fmt.Sprintf("%q, inside this workspace", holder.Workspace)

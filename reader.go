@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/layerseal/layerseal/attest"
-	"github.com/layerseal/layerseal/internal/linux"
 	"github.com/layerseal/layerseal/overlay"
 	"github.com/layerseal/layerseal/policy"
 	"github.com/layerseal/layerseal/probe"
@@ -90,7 +89,7 @@ func (r *reader) readChanged(prev *overlay.Changes, changed func(attest.Path) bo
 // takes known digests of upper files (see overlay.ReadOptions.KnownDigest)
 // where known is not nil, and calls progress (when not nil) with each
 // entry read.
-func (r *reader) statement(known func(attest.Path, linux.Stat) []byte, progress func(attest.Path)) (*attest.Statement, error) {
+func (r *reader) statement(known func(attest.Path, overlay.FileStat) []byte, progress func(attest.Path)) (*attest.Statement, error) {
 	opt := r.options()
 	opt.KnownDigest, opt.Progress = known, progress
 	ch, err := r.read(opt)
@@ -172,7 +171,7 @@ func (r *reader) excludedEntries(st *attest.Statement) ([]attest.Entry, error) {
 // inExcluded reports whether p is an excluded subtree or lies beneath one.
 func inExcluded(p attest.Path, xs []attest.Excluded) bool {
 	for _, x := range xs {
-		if under(p, x.Path) {
+		if attest.Within(p, x.Path) {
 			return true
 		}
 	}

@@ -172,7 +172,7 @@ func prepare(cfg RunConfig) (*session, error) {
 		return nil, errors.New("no output dir given")
 	}
 	for _, c := range []struct{ what, p string }{{"output dir", cfg.Out}, {"state dir", cfg.StateDir}, {"key", cfg.KeyPath}} {
-		if c.p != "" && within(evalOrSelf(absOrSelf(c.p)), s.ws) {
+		if c.p != "" && attest.Within(evalOrSelf(absOrSelf(c.p)), s.ws) {
 			return nil, fmt.Errorf("%s %q is inside the workspace %q: the agent could reach it", c.what, c.p, s.ws)
 		}
 	}
@@ -186,7 +186,7 @@ func prepare(cfg RunConfig) (*session, error) {
 	if s.out, err = prepareOut(cfg.Out); err != nil {
 		return nil, err
 	}
-	if within(s.ws, evalOrSelf(cfg.StateDir)) {
+	if attest.Within(s.ws, evalOrSelf(cfg.StateDir)) {
 		return nil, fmt.Errorf("workspace %q is inside the state dir %q", s.ws, cfg.StateDir)
 	}
 	if s.features, err = probe.Detect(); err != nil {
@@ -556,14 +556,7 @@ func Unexamined(st *attest.Statement) bool { return unexamined(st.Incomplete) }
 // unexamined reports whether any reason means part of the upper layer was
 // not read, so applying the statement did not carry all of it over.
 func unexamined(rs []attest.Reason) bool {
-	for _, r := range rs {
-		switch r.Code {
-		case attest.Unreadable, attest.Vanished, attest.EntryBudget, attest.TimeBudget,
-			attest.DirEntryLimit, attest.RootMissing, attest.OtherMount, attest.PathLimit:
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(rs, func(r attest.Reason) bool { return r.Code.Unexamined() })
 }
 
 // Attest reads the quiescent upper layer against the lower layer (the

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/layerseal/layerseal/internal/linux"
+	"github.com/layerseal/layerseal/overlay"
 )
 
 // DefaultStateDir holds the upper layers of sessions; it must be on a
@@ -107,30 +108,11 @@ func (s *Store) create(id string) (sessionDir, error) {
 			return "", fmt.Errorf("state dir %q: %w", s.dir, err)
 		}
 	}
-	if err := checkUpperCapable(string(d)); err != nil {
+	if err := overlay.CheckUpperDir(string(d)); err != nil {
 		os.RemoveAll(string(d))
 		return "", fmt.Errorf("state dir %q is on a filesystem that cannot hold an overlay upper layer: %w", s.dir, err)
 	}
 	return d, nil
-}
-
-func checkUpperCapable(dir string) error {
-	p := filepath.Join(dir, "whiteout-check")
-	if err := unix.Mknod(p, unix.S_IFCHR|0o600, 0); err != nil {
-		return fmt.Errorf("mknod whiteout: %w", err)
-	}
-	defer os.Remove(p)
-	if err := unix.Lsetxattr(p, "trusted.overlay.check", []byte("y"), 0); err != nil {
-		return fmt.Errorf("set trusted xattr: %w", err)
-	}
-	var fs unix.Statfs_t
-	if err := unix.Statfs(dir, &fs); err != nil {
-		return fmt.Errorf("statfs: %w", err)
-	}
-	if fs.Type == unix.OVERLAYFS_SUPER_MAGIC {
-		return errors.New("it is itself an overlay")
-	}
-	return nil
 }
 
 func (d sessionDir) writeRecord(r sessionRecord) error {

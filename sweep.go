@@ -122,11 +122,6 @@ func blocked(st *attest.Statement) []string {
 	return out
 }
 
-// under reports whether p is dir or lies beneath it.
-func under(p, dir attest.Path) bool {
-	return p == dir || strings.HasPrefix(string(p), string(dir)+"/")
-}
-
 // GitChanges counts the entries of st's change set after the sweep that
 // lie in the workspace's .git when the sweep found violations, and is 0
 // otherwise: a commit the agent made can carry a protected file's content
@@ -137,7 +132,7 @@ func GitChanges(st *attest.Statement) int {
 	}
 	n := 0
 	for _, e := range st.AppliedEntries() {
-		if under(e.Path, ".git") {
+		if attest.Within(e.Path, ".git") {
 			n++
 		}
 	}
