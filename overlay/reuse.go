@@ -32,7 +32,7 @@ func ReadChanged(upper, lower string, prev *Changes, dirty func(p attest.Path) b
 		return nil, fmt.Errorf("read changed: no previous read")
 	}
 	for _, rs := range prev.Incomplete {
-		if rs.Code == attest.TimeBudget || rs.Code == attest.EntryBudget || rs.Code == attest.PathLimit {
+		if rs.Code.Cut() {
 			return nil, fmt.Errorf("read changed: the previous read stopped at %q (%s)", rs.Path, rs.Code)
 		}
 	}
