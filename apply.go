@@ -1,73 +1,609 @@
 package layerseal
 
 import (
+	"crypto/ed25519"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/layerseal/layerseal/attest"
-	"github.com/layerseal/layerseal/policy"
+	"github.com/layerseal/layerseal/internal/linux"
+	"github.com/layerseal/layerseal/overlay"
 )
 
-// settle decides, after the statement env of st is written, whether the
-// session's change set goes to the workspace now: not when the policy
-// stages it or when the sweep could not revert a violation (both leave it
-// for `layerseal diff`, `apply` and `discard`). It reports whether it
-// applied.
-func (s *session) settle(env []byte, st *attest.Statement) (bool, error) {
-	if s.cfg.Policy.Apply == policy.ApplyStage {
-		return false, nil // the caller says how to go on
-	}
-	if b := blocked(st); len(b) > 0 {
-		s.log("the sweep could not revert %v: the change set is staged, not applied", b)
-		return false, nil
-	}
-	if lowerMoved(st.Incomplete) {
-		s.log("the workspace path %q no longer leads to the directory the session started on: nothing is applied; the change set is kept in %s (`layerseal diff %s` shows it, `layerseal discard %s` drops it)", s.ws, s.dir, s.out, s.out)
-		return false, nil
-	}
-	if unexamined(st.Incomplete) {
-		s.log("parts of the upper layer were not examined (see the incomplete reasons): nothing is applied automatically; `layerseal apply %s` applies what was examined and keeps the rest in %s", s.out, s.dir.upper())
-		return false, nil
-	}
-	if st.Exit.Interrupt != "" {
-		s.log("the run was interrupted (%s): the change set is staged, not applied", st.Exit.Interrupt)
-		return false, nil
-	}
-	if why := holdBack(st); why != "" && s.cfg.Policy.Apply != policy.ApplyAlways {
-		s.log("%s: the change set is staged, not applied (`apply: always` in layerseal.yaml applies it anyway)", why)
-		return false, nil
-	}
-	launch, err := attest.VerifyLaunch(s.launch, s.cfg.Key.Public())
-	if err != nil {
-		return false, fmt.Errorf("launch record: %w", err)
-	}
-	sg := &staged{dir: s.dir, rec: s.rec, env: env, st: st, launch: launch, ws: s.wsDir}
-	var changed *WorkspaceChangedError
-	if err := sg.apply(s.out, ApplyOptions{Stop: s.intr.stop, Progress: s.cfg.Progress}); errors.As(err, &changed) {
-		s.log("%v", err)
-		return false, nil
-	} else if err != nil {
-		return false, err
-	}
-	return true, nil
+// Errors a caller of Apply, Discard and Staged acts on.
+var (
+	// ErrAlreadyApplied: the session's change set was applied to the
+	// workspace before; nothing was done.
+	ErrAlreadyApplied = errors.New("already applied")
+	// ErrDiscarded: the session's change set was discarded.
+	ErrDiscarded = errors.New("already discarded")
+	// ErrInterrupted: an apply of the session stopped part way; discarding
+	// now would leave the workspace half applied.
+	ErrInterrupted = errors.New("an apply was interrupted part way")
+)
+
+// WorkspaceChangedError is returned when paths of the change set were
+// changed in the workspace by someone else since the launch (their entry's
+// ctime, or their nearest existing directory's for an entry absent there,
+// is later than the launch; or they hold neither the state the statement
+// found nor the one being applied): applying would overwrite those edits,
+// so nothing is applied and the change set stays staged.
+// ApplyOptions.ForcePaths overwrites chosen paths, ApplyOptions.Skip
+// leaves them out, ApplyOptions.Force overwrites all.
+type WorkspaceChangedError struct {
+	Out   string // the session's output dir or id, for the message
+	Paths []attest.Path
 }
 
-// holdBack says why the automatic apply (policy.ApplyAuto) keeps st's
-// change set staged, or "" when nothing does: violations, a non-zero exit,
-// a signal, or an exit no one saw.
-func holdBack(st *attest.Statement) string {
-	var why []string
-	if n := len(st.Violations); n > 0 {
-		why = append(why, fmt.Sprintf("the agent changed %d protected path(s)", n))
+func (e *WorkspaceChangedError) Error() string {
+	hint := ""
+	if slices.Contains(e.Paths, ".git/index") {
+		// git rewrites its index on `git status`: a cache of the work
+		// tree's stat data, which the agent's index replaces safely.
+		hint = " (.git/index changes whenever git runs in the workspace, `git status` included: the agent's can usually be forced)"
 	}
+	return fmt.Sprintf("the workspace changed since the session started at %s: nothing was applied and the change set stays staged; "+
+		"`layerseal apply --force %s PATH...` overwrites those paths, `layerseal apply --skip %s PATH...` leaves them out%s",
+		conflictText(e.Paths), e.Out, e.Out, hint)
+}
+
+// ApplyOptions tunes Apply.
+type ApplyOptions struct {
+	// Force applies everything: over every path changed in the workspace
+	// since the launch, and violations the sweep could not revert.
+	Force bool
+	// ForcePaths are changed workspace paths to overwrite all the same
+	// (each with the entries beneath it).
+	ForcePaths []attest.Path
+	// Skip are paths to leave out of the apply (each with the entries
+	// beneath it): the session is then partly applied, which its journal
+	// records and Sessions reports.
+	Skip []attest.Path
+	// Progress, when set, is called before each step that changes the
+	// workspace or the session's journal (see overlay.ApplyOptions).
+	Progress func(op string, p attest.Path)
+	// Left, when set, is told each entry an apply of a change set not
+	// examined in full leaves as it is, and why (see overlay.ApplyOptions).
+	Left func(p attest.Path, why string)
+	// Stop, when set, is asked before each step (see overlay.ApplyOptions):
+	// an error from it (an interrupt) stops the apply at that safe point;
+	// the apply is journaled, and running it again finishes it.
+	Stop func() error
+}
+
+// Journal states, kept in the session's state dir (journalFile).
+const (
+	journalApplying  = "applying"
+	journalApplied   = "applied"
+	journalDiscarded = "discarded"
+	journalFile      = "journal.json"
+)
+
+// journal records where the apply of one session stands. It is written
+// atomically and synced before the step it announces.
+type journal struct {
+	State     string    `json:"state"`
+	Statement string    `json:"statement_sha256"`
+	Time      time.Time `json:"time"`
+	// Skipped are the paths left out of the apply (ApplyOptions.Skip),
+	// with the entries beneath them: the session is partly applied.
+	Skipped []attest.Path `json:"skipped,omitempty"`
+}
+
+func (d sessionDir) journal() string { return filepath.Join(string(d), journalFile) }
+
+func (d sessionDir) readJournal() (*journal, error) {
+	b, err := os.ReadFile(d.journal())
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var j journal
+	if err := json.Unmarshal(b, &j); err != nil {
+		return nil, fmt.Errorf("journal %q is damaged: %w", d.journal(), err)
+	}
+	return &j, nil
+}
+
+func (d sessionDir) writeJournal(state string, env []byte, skipped []attest.Path) error {
+	b, err := json.Marshal(journal{State: state, Statement: fmt.Sprintf("%x", sha(env)), Time: time.Now().UTC(), Skipped: skipped})
+	if err != nil {
+		return err
+	}
+	if err := writeFileAtomic(d.journal(), b, 0o600); err != nil {
+		return err
+	}
+	return syncDir(string(d))
+}
+
+// planFile holds the entries an apply in progress applies (private to the
+// root-only state dir).
+const planFile = "apply-plan.json"
+
+func (d sessionDir) writePlan(entries []attest.Entry) error {
+	b, err := json.Marshal(entries)
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(filepath.Join(string(d), planFile), b, 0o600)
+}
+
+func (d sessionDir) readPlan() ([]attest.Entry, error) {
+	b, err := os.ReadFile(filepath.Join(string(d), planFile))
+	if err != nil {
+		return nil, fmt.Errorf("the interrupted apply's plan: %w", err)
+	}
+	var entries []attest.Entry
+	if err := json.Unmarshal(b, &entries); err != nil {
+		return nil, fmt.Errorf("the interrupted apply's plan %q is damaged: %w", filepath.Join(string(d), planFile), err)
+	}
+	return entries, nil
+}
+
+func syncDir(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return f.Sync()
+}
+
+// closed returns the error for a session whose journal says it is done.
+func closed(j *journal, id string) error {
 	switch {
-	case st.Exit.Unknown:
-		why = append(why, "no one saw how the agent ended")
-	case st.Exit.Signal != "":
-		why = append(why, "the agent was ended by "+st.Exit.Signal)
-	case st.Exit.Code != 0:
-		why = append(why, fmt.Sprintf("the agent exited with status %d", st.Exit.Code))
+	case j == nil:
+		return nil
+	case j.State == journalApplied:
+		return fmt.Errorf("session %s: %w (at %s)", id, ErrAlreadyApplied, j.Time.Format(time.RFC3339))
+	case j.State == journalDiscarded:
+		return fmt.Errorf("session %s: %w (at %s)", id, ErrDiscarded, j.Time.Format(time.RFC3339))
 	}
-	return strings.Join(why, " and ")
+	return nil
+}
+
+// staged is a session found from its output dir, its statement verified
+// with the key pinned in its state.
+type staged struct {
+	dir    sessionDir
+	rec    sessionRecord
+	env    []byte
+	st     *attest.Statement
+	launch *attest.LaunchRecord
+	j      *journal
+	// ws is the workspace root opened and identified before launch, when
+	// the session that ran the agent applies; nil for a later apply,
+	// which opens it and checks its identity against the launch record.
+	ws *os.File
+	// r is the session's reader, when the session that ran the agent
+	// applies; a later apply makes its own if it needs one.
+	r *reader
+	// excluded are the entries of the excluded subtrees, when the
+	// session that ran the agent read them already (its sweep did).
+	excluded *subtrees
+}
+
+func (store *Store) openStaged(out string) (*staged, error) {
+	s := &staged{}
+	var err error
+	if s.dir, s.rec, err = store.find(out); err != nil {
+		return nil, err
+	}
+	if s.j, err = s.dir.readJournal(); err != nil {
+		return nil, err
+	}
+	if err := closed(s.j, s.rec.ID); err != nil {
+		return s, err
+	}
+	if s.env, err = s.dir.artifact(StatementFile, s.rec.Out); err != nil {
+		if store.running(s.rec.ID) {
+			return nil, fmt.Errorf("session %s is still running: its change set is staged once it ends", s.rec.ID)
+		}
+		return nil, fmt.Errorf("session %s has no statement: its supervisor ended before signing one; run `layerseal recover --key KEY %s` first", s.rec.ID, s.rec.ID)
+	}
+	launchEnv, err := s.dir.artifact(LaunchFile, s.rec.Out)
+	if err != nil {
+		return nil, fmt.Errorf("session %s: no launch record: %w", s.rec.ID, err)
+	}
+	pub := ed25519.PublicKey(s.rec.PublicKey)
+	if s.st, err = attest.VerifyStatement(s.env, pub, launchEnv); err != nil {
+		return nil, fmt.Errorf("statement of session %s: %w", s.rec.ID, err)
+	}
+	if s.launch, err = attest.VerifyLaunch(launchEnv, pub); err != nil {
+		return nil, fmt.Errorf("launch record of session %s: %w", s.rec.ID, err)
+	}
+	if s.st.SessionID != s.rec.ID {
+		return nil, fmt.Errorf("the statement found for session %s is of session %s", s.rec.ID, s.st.SessionID)
+	}
+	return s, nil
+}
+
+// artifact reads the session's copy of name in its state dir, or, when
+// there is none (the state dir's filesystem was full), the one in its
+// output dir.
+func (d sessionDir) artifact(name, out string) ([]byte, error) {
+	b, err := os.ReadFile(filepath.Join(string(d), name))
+	if errors.Is(err, os.ErrNotExist) {
+		b, err = os.ReadFile(filepath.Join(out, name))
+	}
+	return b, err
+}
+
+// Staged returns the verified statement of the session whose output dir
+// is out while its change set is kept (staged, or an apply that stopped);
+// its AppliedEntries and Excluded are what Apply would apply. It fails
+// with ErrAlreadyApplied or ErrDiscarded once the session is closed.
+func (store *Store) Staged(out string) (*attest.Statement, error) {
+	s, err := store.openStaged(out)
+	if err != nil {
+		return nil, err
+	}
+	return s.st, nil
+}
+
+// Apply applies the change set of the session whose output dir is out:
+// the statement's applied entries (after the sweep) plus the contents of
+// its excluded subtrees, read again from the upper layer and checked
+// against the signed counts. It verifies the statement with the key pinned
+// in the session's state; refuses (WorkspaceChangedError) when workspace
+// paths no longer hold what the lower layer held at launch, unless
+// opt.Force; journals its progress, so after a crash or a full disk
+// running it again finishes the job; and refuses a session already
+// applied (ErrAlreadyApplied) or discarded. Afterwards the upper layer is
+// dropped unless parts of it were not examined; the session's record and
+// journal stay so a second apply is refused.
+func (store *Store) Apply(out string, opt ApplyOptions) (*attest.Statement, error) {
+	s, err := store.openStaged(out)
+	if err != nil {
+		return nil, err
+	}
+	lock, err := s.lock(store)
+	if err != nil {
+		return s.st, err
+	}
+	defer lock.release()
+	if _, err := os.Lstat(s.dir.record()); err != nil {
+		// Prune removed it between our reading it and the lock, which
+		// it checks under the same guard.
+		return s.st, fmt.Errorf("session %s was pruned from the state dir meanwhile: nothing was applied", s.rec.ID)
+	}
+	if b := blocked(s.st); len(b) > 0 && !opt.Force {
+		return s.st, fmt.Errorf("the sweep could not revert %s: apply with --force to apply them anyway", strings.Join(b, ", "))
+	}
+	return s.st, s.apply(out, opt)
+}
+
+// lock takes the lock of the session's workspace for an apply, so no run
+// and no other apply changes it meanwhile.
+func (s *staged) lock(store *Store) (*workspaceLock, error) {
+	st, err := linux.Lstat(unix.AT_FDCWD, s.rec.Workspace)
+	if err != nil {
+		return nil, fmt.Errorf("workspace %q: %w", s.rec.Workspace, err)
+	}
+	return store.lockWorkspace(s.rec.Workspace, st, s.rec.ID)
+}
+
+func (s *staged) apply(out string, opt ApplyOptions) error {
+	progress := opt.Progress
+	if progress == nil {
+		progress = func(string, attest.Path) {}
+	}
+	if lowerMoved(s.st.Incomplete) {
+		return fmt.Errorf("%w (the statement says so); nothing was applied; the change set is kept in %s: `layerseal discard %s` drops it", ErrWorkspaceMoved, s.dir, out)
+	}
+	ws := s.ws
+	if ws == nil {
+		var err error
+		if ws, err = openWorkspace(s.rec.Workspace, s.launch.Lower); err != nil {
+			return fmt.Errorf("%w; nothing was applied; the change set is kept in %s: `layerseal discard %s` drops it", err, s.dir, out)
+		}
+		defer ws.Close()
+	}
+	resuming := s.j != nil && s.j.State == journalApplying
+	// The entry set is fixed when the apply starts: re-reading the
+	// excluded subtrees against a half-applied workspace would give
+	// another one.
+	var entries []attest.Entry
+	var skipped []attest.Path
+	var err error
+	if resuming {
+		if len(opt.Skip) > 0 {
+			return fmt.Errorf("an apply of this session stopped part way; run `layerseal apply %s` without --skip to finish it", out)
+		}
+		skipped = s.j.Skipped
+		entries, err = s.dir.readPlan()
+	} else {
+		entries, err = s.entries(ws)
+		if err == nil {
+			err = inChangeSet(entries, append(append([]attest.Path(nil), opt.Skip...), opt.ForcePaths...))
+		}
+		if err == nil {
+			entries, err = leaveOut(entries, opt.Skip)
+			skipped = opt.Skip
+		}
+	}
+	if err != nil {
+		return err
+	}
+	if !opt.Force {
+		changed := workspaceChanged(ws, entries, resuming)
+		if !resuming {
+			// Our own writes of an interrupted apply are after the launch
+			// too: a resumed apply relies on the comparison above.
+			paths := make([]attest.Path, len(entries))
+			for i, e := range entries {
+				paths[i] = e.Path
+			}
+			changed = union(changed, conflicts(ws, paths, s.launchedAt()))
+		}
+		changed = slices.DeleteFunc(changed, func(p attest.Path) bool { return underAny(p, opt.ForcePaths) })
+		if len(changed) > 0 {
+			return &WorkspaceChangedError{Out: out, Paths: changed}
+		}
+	}
+	if s.j == nil {
+		progress("journal-applying", attest.Root)
+		if err := s.dir.writePlan(entries); err != nil {
+			return fmt.Errorf("%w; nothing was applied; the change set is kept in %s: free space there, then run `layerseal apply %s`", err, s.dir, out)
+		}
+		if err := s.dir.writeJournal(journalApplying, s.env, skipped); err != nil {
+			return fmt.Errorf("%w; nothing was applied; the change set is kept in %s: free space there, then run `layerseal apply %s`", err, s.dir, out)
+		}
+	}
+	stopped := false
+	stop := func() error { return nil }
+	if opt.Stop != nil {
+		stop = func() error {
+			err := opt.Stop()
+			stopped = err != nil
+			return err
+		}
+	}
+	err = overlay.Apply(s.dir.upper(), s.rec.Workspace, entries, overlay.ApplyOptions{Progress: progress, Stop: stop,
+		Workspace: ws, Partial: unexamined(s.st.Incomplete), Left: opt.Left})
+	if stopped {
+		return fmt.Errorf("the apply stopped part way (%w); the workspace is partly changed and the apply is journaled: run `layerseal apply %s` to finish it", errors.Unwrap(err), s.rec.ID)
+	}
+	if err != nil {
+		hint := ""
+		if errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EDQUOT) {
+			hint = " (the workspace's filesystem is full: free space first)"
+		}
+		return fmt.Errorf("%w%s; the change set is kept in %s: run `layerseal apply %s` to finish", err, hint, s.dir, out)
+	}
+	progress("journal-applied", attest.Root)
+	if err := s.dir.writeJournal(journalApplied, s.env, skipped); err != nil {
+		return fmt.Errorf("the change set was applied, but recording it failed: %w", err)
+	}
+	if unexamined(s.st.Incomplete) || len(skipped) > 0 {
+		return nil // what was not applied stays in the upper layer
+	}
+	return errors.Join(os.RemoveAll(s.dir.upper()), os.RemoveAll(s.dir.work()))
+}
+
+// launchedAt is the time the session's workspace entries are compared with
+// to find conflicts: the record's, or the signed launch time for a record
+// that has none.
+func (s *staged) launchedAt() time.Time {
+	if s.rec.Launched != 0 {
+		return time.Unix(0, s.rec.Launched)
+	}
+	return s.launch.Started
+}
+
+// inChangeSet checks that every path is the path of an entry or a
+// directory above one.
+func inChangeSet(entries []attest.Entry, paths []attest.Path) error {
+	for _, p := range paths {
+		if p.Valid() != nil && p != attest.Root {
+			return fmt.Errorf("path %q: want a path relative to the workspace, as `layerseal diff` prints it", string(p))
+		}
+		if !slices.ContainsFunc(entries, func(e attest.Entry) bool { return attest.Within(e.Path, p) }) {
+			return fmt.Errorf("path %q is not in the change set (`layerseal diff` lists it)", string(p))
+		}
+	}
+	return nil
+}
+
+// leaveOut drops the entries at or beneath the skipped paths. An entry
+// left in that is a hard link of one left out cannot be applied alone.
+func leaveOut(entries []attest.Entry, skip []attest.Path) ([]attest.Entry, error) {
+	if len(skip) == 0 {
+		return entries, nil
+	}
+	out := slices.DeleteFunc(slices.Clone(entries), func(e attest.Entry) bool { return underAny(e.Path, skip) })
+	for _, e := range out {
+		if e.New != nil && e.New.Link != "" && underAny(e.New.Link, skip) {
+			return nil, fmt.Errorf("%q is a hard link of %q, which --skip leaves out: skip both or neither", string(e.Path), string(e.New.Link))
+		}
+	}
+	return out, nil
+}
+
+// underAny reports whether p is one of dirs or beneath one.
+func underAny(p attest.Path, dirs []attest.Path) bool {
+	return slices.ContainsFunc(dirs, func(d attest.Path) bool { return attest.Within(p, d) })
+}
+
+// union merges two sorted path lists.
+func union(a, b []attest.Path) []attest.Path {
+	out := append(append([]attest.Path(nil), a...), b...)
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// entries merges the statement's applied entries with the entries of its
+// excluded subtrees: those the session's sweep read, or, when it did not
+// read them, read again from the upper layer: by a later apply after
+// checking that they still hold what the statement counted; by the
+// session that ran the agent without that check, as the statement was
+// just read from the same layer, which no one else writes.
+func (s *staged) entries(ws *os.File) ([]attest.Entry, error) {
+	applied := s.st.AppliedEntries()
+	if len(s.st.Excluded) == 0 {
+		return applied, nil
+	}
+	var excluded []attest.Entry
+	var err error
+	switch {
+	case s.excluded != nil:
+		excluded = s.excluded.entries
+	case s.r != nil:
+		_, excluded, err = s.r.reread(s.st)
+	default:
+		var r *reader
+		if r, err = sessionReader(s.dir, s.rec.Workspace, ws, s.launch.Policy); err == nil {
+			excluded, err = r.excludedEntries(s.st)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read the excluded subtrees: %w", err)
+	}
+	out := append([]attest.Entry(nil), applied...)
+	listed := make(map[attest.Path]bool, len(applied))
+	for _, e := range applied {
+		listed[e.Path] = true
+	}
+	for _, e := range excluded {
+		if !listed[e.Path] { // itemized in the statement (and swept) already
+			out = append(out, e)
+		}
+	}
+	slices.SortFunc(out, func(a, b attest.Entry) int { return strings.Compare(string(a.Path), string(b.Path)) })
+	return out, nil
+}
+
+// workspaceChanged lists the entries whose workspace path holds neither
+// the lower layer's state at launch (Old; absent for Added) nor the state
+// being applied (New; absent for Deleted), which a resumed apply may
+// already have put there. Files are compared by type, mode, owner, size
+// and mtime (and symlink target), directories by type, mode and owner —
+// by type only when resuming, as an interrupted apply leaves directories
+// it made without their final metadata (and paths it removed before
+// making them again absent).
+func workspaceChanged(ws *os.File, entries []attest.Entry, resuming bool) []attest.Path {
+	root, err := linux.OpenBeneath(int(ws.Fd()), ".", unix.O_PATH|unix.O_DIRECTORY)
+	if err != nil {
+		return []attest.Path{attest.Root}
+	}
+	defer linux.Close(root)
+	var out []attest.Path
+	for _, e := range entries {
+		now, ok := workspaceState(root, e.Path)
+		if resuming && (!ok || now.Type == attest.Dir && e.New != nil && e.New.Type == attest.Dir) {
+			continue
+		}
+		if !matches(now, ok, e.Old) && !matches(now, ok, e.New) {
+			out = append(out, e.Path)
+		}
+	}
+	return out
+}
+
+func matches(now *attest.State, ok bool, want *attest.State) bool {
+	if !ok || want == nil {
+		return !ok && want == nil
+	}
+	if now.Type != want.Type || now.Mode != want.Mode || now.UID != want.UID || now.GID != want.GID {
+		return false
+	}
+	switch now.Type {
+	case attest.File:
+		return now.Size == want.Size && now.MtimeNS == want.MtimeNS
+	case attest.Symlink:
+		return now.Target == want.Target
+	case attest.CharDev, attest.BlockDev:
+		return now.Rdev == want.Rdev
+	}
+	return true
+}
+
+// workspaceState stats p in the workspace without following symlinks in
+// any component; ok is false when p is absent.
+func workspaceState(root int, p attest.Path) (*attest.State, bool) {
+	dir, name := root, "."
+	if p != attest.Root {
+		parent, base := filepath.Split(string(p))
+		name = base
+		if parent != "" {
+			fd, err := linux.OpenBeneath(root, strings.TrimSuffix(parent, "/"), unix.O_PATH|unix.O_DIRECTORY)
+			if err != nil {
+				return nil, false
+			}
+			defer linux.Close(fd)
+			dir = fd
+		}
+	}
+	var st linux.Stat
+	var err error
+	if name == "." {
+		st, err = linux.Lstat(dir, "")
+	} else {
+		st, err = linux.Lstat(dir, name)
+	}
+	if err != nil {
+		return nil, false
+	}
+	s := &attest.State{Mode: st.Mode & 0o7777, UID: st.UID, GID: st.GID, MtimeNS: st.MtimeNS}
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFDIR:
+		s.Type = attest.Dir
+	case unix.S_IFREG:
+		s.Type, s.Size = attest.File, st.Size
+	case unix.S_IFLNK:
+		s.Type = attest.Symlink
+		t, err := linux.Readlinkat(dir, name)
+		if err != nil {
+			return nil, false
+		}
+		s.Target = attest.Path(t)
+	case unix.S_IFCHR:
+		s.Type, s.Rdev = attest.CharDev, st.Rdev
+	case unix.S_IFBLK:
+		s.Type, s.Rdev = attest.BlockDev, st.Rdev
+	case unix.S_IFIFO:
+		s.Type = attest.FIFO
+	default:
+		s.Type = attest.Socket
+	}
+	return s, true
+}
+
+// Discard drops the staged change set of the session whose output dir is
+// out: the upper layer is removed and the journal records it, so a later
+// apply is refused. It refuses a session already applied or discarded,
+// and one whose apply stopped part way (ErrInterrupted) unless force.
+func (s *Store) Discard(out string, force bool) error {
+	dir, rec, err := s.find(out)
+	if err != nil {
+		return err
+	}
+	j, err := dir.readJournal()
+	if err != nil {
+		return err
+	}
+	if err := closed(j, rec.ID); err != nil {
+		return err
+	}
+	if s.running(rec.ID) {
+		return fmt.Errorf("session %s is still running: discard it once it ends", rec.ID)
+	}
+	if j != nil && j.State == journalApplying && !force {
+		return fmt.Errorf("session %s: %w; run `layerseal apply %s` to finish it (or discard --force to leave the workspace as it is)", rec.ID, ErrInterrupted, rec.ID)
+	}
+	env, _ := os.ReadFile(filepath.Join(string(dir), StatementFile))
+	if err := dir.writeJournal(journalDiscarded, env, nil); err != nil {
+		return err
+	}
+	return errors.Join(os.RemoveAll(dir.upper()), os.RemoveAll(dir.work()))
 }

@@ -38,13 +38,8 @@ type CheckpointResult struct {
 // methods are safe to call from several goroutines; checkpoints are taken
 // one at a time.
 type checkpointer struct {
-	mu        sync.Mutex
-	upper     string
-	work      string
-	lower     string
-	lowerDir  *os.File // the workspace opened at launch; nil: lower's path
-	policy    attest.Policy
-	noMountID bool
+	mu sync.Mutex
+	r  *reader // the session's
 	// mappedUnseen: the upper layer's filesystem does not stamp writes
 	// through shared mappings (probe.MappedWritesStamped), so no stat
 	// can vouch that a file is as it was: every checkpoint walks from
@@ -79,7 +74,7 @@ func (c *checkpointer) take() (*CheckpointResult, error) {
 		return nil, c.broken
 	}
 	start := time.Now()
-	idx, err := probe.Scan(c.upper, probe.ScanOptions{MaxEntries: int(c.policy.MaxEntries), Flush: true})
+	idx, err := probe.Scan(c.r.upper, probe.ScanOptions{MaxEntries: int(c.r.policy.MaxEntries), Flush: true})
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint: %w", err)
 	}
@@ -146,23 +141,20 @@ func (c *checkpointer) walk(idx *probe.Index, prev *changeList) (*overlay.Change
 		c.readHook()
 	}
 	var seen []seenStat
-	opt, err := c.readOptions()
-	if err != nil {
-		return nil, digestCache{}, err
-	}
+	opt := c.readOptions()
 	opt.Settle = idx.Window
-	opt.LowerDir = c.lowerDir
 	known := opt.KnownDigest
-	opt.KnownDigest = func(p attest.Path, st linux.Stat) []byte {
-		seen = append(seen, seenStat{p, probe.StatOf(st)})
+	opt.KnownDigest = func(p attest.Path, st overlay.FileStat) []byte {
+		seen = append(seen, seenStat{p, probe.Stat(st)})
 		return known(p, st)
 	}
 	var ch *overlay.Changes
+	var err error
 	if changed, ok := c.changedSince(idx); ok && prev != nil {
 		prevCh := &overlay.Changes{Entries: prev.entries, Incomplete: c.lastWhy}
-		ch, err = overlay.ReadChanged(c.upper, c.lower, prevCh, func(p attest.Path) bool { return probe.Touches(changed, string(p)) }, opt)
+		ch, err = c.r.readChanged(prevCh, func(p attest.Path) bool { return probe.Touches(changed, string(p)) }, opt)
 	} else {
-		ch, err = overlay.Read(c.upper, c.lower, opt)
+		ch, err = c.r.read(opt)
 	}
 	if err != nil {
 		return nil, digestCache{}, err
@@ -185,10 +177,10 @@ func (c *checkpointer) changedSince(idx *probe.Index) ([]string, bool) {
 	}
 	var again []string // what the last walk could not read
 	for _, r := range c.lastWhy {
-		switch r.Code {
-		case attest.TimeBudget, attest.EntryBudget, attest.PathLimit:
+		switch {
+		case r.Code.Cut():
 			return nil, false
-		case attest.Unstable, attest.Vanished, attest.Unreadable:
+		case r.Code.Transient():
 			if r.Path == "" {
 				return nil, false
 			}
@@ -215,31 +207,17 @@ func (c *checkpointer) previous() *changeList {
 }
 
 // readOptions are the final walk's options; known digests are reused.
-func (c *checkpointer) readOptions() (overlay.ReadOptions, error) {
-	rules, err := rulesOf(c.policy)
-	if err != nil {
-		return overlay.ReadOptions{}, err
-	}
-	opt := overlay.ReadOptions{
-		Exclude:       rules.Excluded,
-		DigestCap:     c.policy.DigestCap,
-		MaxEntries:    c.policy.MaxEntries,
-		MaxDirEntries: c.policy.MaxDirEntries,
-		NoMountID:     c.noMountID,
-		WorkDir:       c.work,
-		KnownDigest:   c.digests.lookup,
-	}
-	if c.policy.TimeBudget > 0 {
-		opt.Deadline = time.Now().Add(c.policy.TimeBudget)
-	}
-	return opt, nil
+func (c *checkpointer) readOptions() overlay.ReadOptions {
+	opt := c.r.options()
+	opt.KnownDigest = c.digests.lookup
+	return opt
 }
 
 // final returns the options of the final walk (digests reused where the
 // stat tuple is the one hashed) and the SHA-256 of the last checkpoint's
 // envelope file (nil when there was none), which the final statement
 // binds as it was signed. The changes file is no longer needed.
-func (c *checkpointer) final() (func(attest.Path, linux.Stat) []byte, []byte) {
+func (c *checkpointer) final() (func(attest.Path, overlay.FileStat) []byte, []byte) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.head != nil {
@@ -267,9 +245,9 @@ func writeUnsynced(path string, data []byte, perm os.FileMode) error {
 
 // syncFS flushes the filesystem holding dir.
 func syncFS(dir string) {
-	if fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err == nil {
-		unix.Syncfs(fd)
-		unix.Close(fd)
+	if fd, err := linux.Openat(unix.AT_FDCWD, dir, unix.O_RDONLY|unix.O_DIRECTORY); err == nil {
+		linux.Syncfs(fd)
+		linux.Close(fd)
 	}
 }
 
@@ -277,13 +255,7 @@ func syncFS(dir string) {
 // may read: then an unchanged probe does not make the next checkpoint
 // unchanged.
 func rereadNeeded(rs []attest.Reason) bool {
-	for _, r := range rs {
-		switch r.Code {
-		case attest.Unstable, attest.Vanished, attest.Unreadable, attest.TimeBudget, attest.EntryBudget, attest.PathLimit:
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(rs, func(r attest.Reason) bool { return r.Code.Transient() || r.Code.Cut() })
 }
 
 // seenStat is the stat an upper file was hashed with.
@@ -355,9 +327,9 @@ func (dc *digestCache) pathBytes(i int) []byte {
 
 // lookup returns the digest kept for p when st is exactly the stat it was
 // hashed with, nil otherwise.
-func (dc *digestCache) lookup(p attest.Path, st linux.Stat) []byte {
+func (dc *digestCache) lookup(p attest.Path, st overlay.FileStat) []byte {
 	i, ok := dc.find(p)
-	if !ok || dc.recs[i].st != probe.StatOf(st) {
+	if !ok || dc.recs[i].st != probe.Stat(st) {
 		return nil
 	}
 	return slices.Clone(dc.recs[i].sum[:])

@@ -50,8 +50,11 @@ func benchUpper(b *testing.B, n int) (*checkpointer, []string) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	cp := &checkpointer{upper: upper, work: work, lower: lower, policy: fillPolicy(attest.Policy{}), key: key, dir: dir,
-		changes: filepath.Join(root, checkpointChangesFile)}
+	r, err := newReader(upper, work, lower, nil, fillPolicy(attest.Policy{}), false)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cp := &checkpointer{r: r, key: key, dir: dir, changes: filepath.Join(root, checkpointChangesFile)}
 	cp.base.SessionID, cp.base.Launch, cp.base.Workspace = attest.NewSessionID(), sha([]byte("launch")), attest.Bytes(lower)
 	time.Sleep(2 * probe.RacyWindow())
 	// Every upper entry is a change: the files, their dirs, the root.
@@ -120,14 +123,14 @@ func BenchmarkCheckpoint(b *testing.B) {
 		})
 		b.Run(fmt.Sprintf("entries=%d/full-walk", n), func(b *testing.B) {
 			for b.Loop() {
-				st, err := Attest(cp.upper, cp.work, cp.lower, cp.policy, false)
+				st, err := cp.r.statement(nil, nil)
 				if err != nil || len(st.Entries) != n || st.Stats.BytesHashed != uint64(len(files))*1024 {
 					b.Fatalf("%d entries, %d bytes hashed, %v", len(st.Entries), st.Stats.BytesHashed, err)
 				}
 			}
 		})
 		b.Run(fmt.Sprintf("entries=%d/statx-floor", n), func(b *testing.B) {
-			tree, err := statxfloor.Open(cp.upper)
+			tree, err := statxfloor.Open(cp.r.upper)
 			if err != nil || tree.Len() != n-1 {
 				b.Fatalf("%v entries below the root, want %d: %v", tree, n-1, err)
 			}
@@ -149,7 +152,7 @@ func BenchmarkCheckpoint(b *testing.B) {
 			var before, after runtime.MemStats
 			runtime.GC()
 			runtime.ReadMemStats(&before)
-			idx, err := probe.Scan(cp.upper, probe.ScanOptions{})
+			idx, err := probe.Scan(cp.r.upper, probe.ScanOptions{})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -30,7 +30,7 @@ func conflicts(ws *os.File, paths []attest.Path, since time.Time) []attest.Path 
 	if err != nil {
 		return []attest.Path{attest.Root}
 	}
-	defer unix.Close(root)
+	defer linux.Close(root)
 	limit := since.UnixNano()
 	second := limit - limit%int64(time.Second)
 	ancestor := map[attest.Path]bool{} // nearest-existing-ancestor results
@@ -92,7 +92,7 @@ func statBeneath(root int, p attest.Path) (linux.Stat, error) {
 	if err != nil {
 		return linux.Stat{}, err
 	}
-	defer unix.Close(fd)
+	defer linux.Close(fd)
 	return linux.Lstat(fd, base)
 }
 

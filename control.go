@@ -9,13 +9,13 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"sort"
 	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/layerseal/layerseal/attest"
+	"github.com/layerseal/layerseal/internal/linux"
 	"github.com/layerseal/layerseal/probe"
 )
 
@@ -53,8 +53,7 @@ func (s *session) startCheckpoints(id string) (*checkpoints, error) {
 		return nil, err
 	}
 	cp := &checkpointer{
-		upper: s.dir.upper(), work: s.dir.work(), lower: s.ws, lowerDir: s.wsDir, policy: s.cfg.Policy,
-		noMountID: !s.features.StatxMountID.OK(), key: s.cfg.Key, dir: dir,
+		r: s.reader, key: s.cfg.Key, dir: dir,
 		changes: filepath.Join(string(s.dir), checkpointChangesFile),
 	}
 	cp.base.SessionID, cp.base.Launch, cp.base.Workspace = id, sha(s.launch), attest.Bytes(s.ws)
@@ -85,11 +84,11 @@ func (s *session) startCheckpoints(id string) (*checkpoints, error) {
 // socket address (108 bytes) however long d is: through /proc/self/fd and
 // a descriptor of d.
 func socketPath(d sessionDir, fn func(string) error) error {
-	fd, err := unix.Open(string(d), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	fd, err := linux.Openat(unix.AT_FDCWD, string(d), unix.O_PATH|unix.O_DIRECTORY)
 	if err != nil {
 		return fmt.Errorf("session dir: %w", err)
 	}
-	defer unix.Close(fd)
+	defer linux.Close(fd)
 	return fn(fmt.Sprintf("/proc/self/fd/%d/%s", fd, controlSocket))
 }
 
@@ -97,9 +96,9 @@ func listenControl(d sessionDir) (*net.UnixListener, error) {
 	var ln *net.UnixListener
 	err := socketPath(d, func(p string) error {
 		os.Remove(p)
-		old := unix.Umask(0o177)
+		old := linux.Umask(0o177)
 		l, err := net.ListenUnix("unix", &net.UnixAddr{Name: p, Net: "unix"})
-		unix.Umask(old)
+		linux.Umask(old)
 		if err != nil {
 			return err
 		}
@@ -200,12 +199,12 @@ func peerIsRoot(conn *net.UnixConn) bool {
 	if err != nil {
 		return false
 	}
-	var cred *unix.Ucred
-	var cerr error
-	if err := raw.Control(func(fd uintptr) { cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED) }); err != nil || cerr != nil {
+	var uid uint32
+	var uerr error
+	if err := raw.Control(func(fd uintptr) { uid, uerr = linux.PeerUID(int(fd)) }); err != nil || uerr != nil {
 		return false
 	}
-	return cred.Uid == 0
+	return uid == 0
 }
 
 // end stops the triggers and waits for a checkpoint in progress; it
@@ -217,7 +216,7 @@ func (c *checkpoints) end() *checkpointer {
 		c.ln.Close()
 	}
 	c.wg.Wait()
-	os.Remove(filepath.Join(filepath.Dir(c.cp.upper), controlSocket))
+	os.Remove(filepath.Join(filepath.Dir(c.cp.r.upper), controlSocket))
 	return c.cp
 }
 
@@ -228,11 +227,8 @@ var ErrNotRunning = errors.New("session is not running")
 
 // RequestCheckpoint asks the running session whose output dir is out to
 // take a checkpoint now, and waits for it.
-func RequestCheckpoint(out, stateDir string) (*CheckpointResult, error) {
-	if stateDir == "" {
-		stateDir = DefaultStateDir
-	}
-	dir, _, err := findSession(stateDir, out)
+func (s *Store) RequestCheckpoint(out string) (*CheckpointResult, error) {
+	dir, _, err := s.find(out)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrNotRunning, err)
 	}
@@ -259,126 +255,4 @@ func RequestCheckpoint(out, stateDir string) (*CheckpointResult, error) {
 		return nil, errors.New("checkpoint reply without a result")
 	}
 	return reply.Result, nil
-}
-
-// Session states, as Sessions reports them.
-const (
-	StateRunning     = "running"     // its supervisor (or an apply of it) is alive
-	StateStaged      = "staged"      // signed; the change set waits for apply or discard
-	StateApplied     = "applied"     // applied (Skipped says when only partly)
-	StateDiscarded   = "discarded"   // dropped; the workspace was left as it was
-	StateInterrupted = "interrupted" // its supervisor or an apply of it died part way (Detail says how to go on)
-)
-
-// SessionInfo is one session found in a state dir.
-type SessionInfo struct {
-	ID        string `json:"id"`
-	State     string `json:"state"`
-	Workspace string `json:"workspace"`
-	Out       string `json:"out"`
-	// Started is when the session began; Ended when its run ended (the
-	// statement's time), zero while there is no statement.
-	Started     time.Time `json:"started"`
-	Ended       time.Time `json:"ended,omitzero"`
-	Checkpoints int       `json:"checkpoints"`
-	// Changes is the statement's change count and ToApply the size of the
-	// change set after the sweep (both 0 without a statement).
-	Changes int `json:"changes"`
-	ToApply int `json:"to_apply"`
-	// Skipped are the paths an apply left out (a partly applied session).
-	Skipped []attest.Path `json:"skipped,omitempty"`
-	// Detail says what to do next, when there is something to do.
-	Detail string `json:"detail,omitempty"`
-}
-
-// Sessions lists the sessions with state in stateDir, oldest first.
-func Sessions(stateDir string) ([]SessionInfo, error) {
-	if stateDir == "" {
-		stateDir = DefaultStateDir
-	}
-	if err := RequireRoot(); err != nil {
-		return nil, err
-	}
-	if _, err := os.Stat(stateDir); err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return nil, nil // no session was ever run with it
-		}
-		return nil, fmt.Errorf("state dir %q: %w", stateDir, unwrapPath(err))
-	}
-	recs, err := filepath.Glob(filepath.Join(stateDir, "sessions", "*", "session.json"))
-	if err != nil {
-		return nil, err
-	}
-	var out []SessionInfo
-	for _, p := range recs {
-		d := sessionDir(filepath.Dir(p))
-		r, err := d.readRecord()
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, sessionInfo(stateDir, d, r))
-	}
-	sort.Slice(out, func(i, j int) bool {
-		if !out[i].Started.Equal(out[j].Started) {
-			return out[i].Started.Before(out[j].Started)
-		}
-		return out[i].ID < out[j].ID
-	})
-	return out, nil
-}
-
-// Session describes one session, named by its id or its output dir (the
-// newest session written there).
-func Session(stateDir, ref string) (*SessionInfo, error) {
-	if stateDir == "" {
-		stateDir = DefaultStateDir
-	}
-	if err := RequireRoot(); err != nil {
-		return nil, err
-	}
-	d, r, err := findSession(stateDir, ref)
-	if err != nil {
-		return nil, err
-	}
-	info := sessionInfo(stateDir, d, r)
-	return &info, nil
-}
-
-func sessionInfo(stateDir string, d sessionDir, r sessionRecord) SessionInfo {
-	info := SessionInfo{ID: r.ID, Workspace: r.Workspace, Out: r.Out, Started: r.Started}
-	cps, _ := filepath.Glob(filepath.Join(r.Out, CheckpointDir, "[0-9]*.json"))
-	info.Checkpoints = len(cps)
-	live := running(stateDir, r.ID)
-	if !live {
-		if conn, err := dialControl(d); err == nil {
-			conn.Close()
-			live = true
-		}
-	}
-	var st *attest.Statement
-	if env, err := os.ReadFile(filepath.Join(string(d), StatementFile)); err == nil {
-		if s, err := attest.VerifyStatement(env, r.PublicKey, nil); err == nil {
-			st = s
-			info.Ended, info.Changes, info.ToApply = s.Ended, int(s.Count), int(s.AppliedCount)
-		}
-	}
-	j, _ := d.readJournal()
-	switch {
-	case live:
-		info.State = StateRunning
-	case j != nil && j.State == journalApplied:
-		info.State, info.Skipped = StateApplied, j.Skipped
-		if len(j.Skipped) > 0 {
-			info.Detail = fmt.Sprintf("partly applied: %d path(s) skipped, kept in %s", len(j.Skipped), d.upper())
-		}
-	case j != nil && j.State == journalDiscarded:
-		info.State = StateDiscarded
-	case j != nil && j.State == journalApplying:
-		info.State, info.Detail = StateInterrupted, fmt.Sprintf("an apply stopped part way: `layerseal apply %s` finishes it", r.ID)
-	case st != nil:
-		info.State, info.Detail = StateStaged, fmt.Sprintf("`layerseal diff %s`, then `layerseal apply %s` or `layerseal discard %s`", r.ID, r.ID, r.ID)
-	default:
-		info.State, info.Detail = StateInterrupted, fmt.Sprintf("its supervisor ended before signing a statement: `layerseal recover --key KEY %s`", r.ID)
-	}
-	return info
 }

@@ -10,10 +10,12 @@
 // classified against the lower one, and applies the change set to the
 // workspace — unless the run had violations, a failure or an interrupt,
 // or someone else changed the same paths meanwhile (conflicts): then the
-// change set stays staged. [Apply] applies a staged change set (path by
-// path where there are conflicts) or finishes an apply that stopped part
-// way; [Discard] drops one; [Sessions] lists them. A session holds a lock
-// on its workspace for as long as it runs.
+// change set stays staged. A [Store] owns the state dir (open it with
+// [OpenStore]) and the sessions' life after the run: [Store.Apply] applies
+// a staged change set (path by path where there are conflicts) or finishes
+// an apply that stopped part way; [Store.Discard] drops one;
+// [Store.Sessions] lists them and [Store.Prune] removes finished ones. A
+// session holds a lock on its workspace for as long as it runs.
 //
 // The packages beneath do one job each: attest (formats, signing and
 // verification; pure Go), overlay (mounting, reading and applying an upper

@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/layerseal/layerseal/attest"
 	"github.com/layerseal/layerseal/internal/linux"
 )
 
@@ -48,19 +49,13 @@ type workspaceLock struct {
 // of the locks dir itself, so two sessions starting at once on nested
 // workspaces cannot both succeed; the cost is one flock attempt per
 // workspace in use.
-func lockWorkspace(stateDir, ws string, st linux.Stat, id string) (*workspaceLock, error) {
-	dir := filepath.Join(stateDir, locksDir)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("state dir %q: %w", stateDir, unwrapPath(err))
-	}
-	guard, err := os.OpenFile(filepath.Join(dir, ".guard"), os.O_RDWR|os.O_CREATE, 0o600)
+func (s *Store) lockWorkspace(ws string, st linux.Stat, id string) (*workspaceLock, error) {
+	guard, err := s.guard()
 	if err != nil {
-		return nil, fmt.Errorf("state dir %q: %w", stateDir, unwrapPath(err))
+		return nil, err
 	}
 	defer guard.Close() // frees the guard's lock
-	if err := linux.Flock(int(guard.Fd()), unix.LOCK_EX); err != nil {
-		return nil, fmt.Errorf("lock the state dir %q: %w", stateDir, err)
-	}
+	dir := filepath.Join(s.dir, locksDir)
 	names, err := filepath.Glob(filepath.Join(dir, "*.lock"))
 	if err != nil {
 		return nil, err
@@ -72,11 +67,11 @@ func lockWorkspace(stateDir, ws string, st linux.Stat, id string) (*workspaceLoc
 			continue
 		}
 		same := holder.Dev == st.Dev && holder.Ino == st.Ino
-		if same || within(ws, holder.Workspace) || within(holder.Workspace, ws) {
+		if same || attest.Within(ws, holder.Workspace) || attest.Within(holder.Workspace, ws) {
 			where := "the same workspace"
 			switch {
 			case holder.Workspace == ws || same:
-			case within(ws, holder.Workspace):
+			case attest.Within(ws, holder.Workspace):
 				where = fmt.Sprintf("%q, which holds this workspace", holder.Workspace)
 			default:
 				where = fmt.Sprintf("%q, inside this workspace", holder.Workspace)
@@ -139,8 +134,8 @@ func (l *workspaceLock) release() {
 
 // running reports whether a live workspace lock names session id: its
 // supervisor (or an apply of it) is alive.
-func running(stateDir, id string) bool {
-	names, _ := filepath.Glob(filepath.Join(stateDir, locksDir, "*.lock"))
+func (s *Store) running(id string) bool {
+	names, _ := filepath.Glob(filepath.Join(s.dir, locksDir, "*.lock"))
 	for _, p := range names {
 		if r, live := readLock(p); live && r.Session == id {
 			return true

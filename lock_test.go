@@ -37,28 +37,28 @@ func TestWorkspaceLock(t *testing.T) {
 	if err := os.Symlink(ws, dir+"/alias"); err != nil {
 		t.Fatal(err)
 	}
-	held, err := lockWorkspace(state, ws, statOf(t, ws), "holder-session")
+	held, err := OpenStore(state).lockWorkspace(ws, statOf(t, ws), "holder-session")
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range []string{ws, ws + "/sub", ws + "/sub/deeper", dir} {
-		_, err := lockWorkspace(state, p, statOf(t, p), "second")
+		_, err := OpenStore(state).lockWorkspace(p, statOf(t, p), "second")
 		if !errors.Is(err, ErrWorkspaceLocked) || !strings.Contains(err.Error(), "holder-session") {
 			t.Errorf("lock %q while %q is held: %v", p, ws, err)
 		}
 	}
 	// The same directory under another name (a bind mount would do the
 	// same): refused by its identity.
-	if _, err := lockWorkspace(state, dir+"/alias", statOf(t, ws), "second"); !errors.Is(err, ErrWorkspaceLocked) {
+	if _, err := OpenStore(state).lockWorkspace(dir+"/alias", statOf(t, ws), "second"); !errors.Is(err, ErrWorkspaceLocked) {
 		t.Errorf("the same directory by another path: %v", err)
 	}
-	other, err := lockWorkspace(state, dir+"/other", statOf(t, dir+"/other"), "other")
+	other, err := OpenStore(state).lockWorkspace(dir+"/other", statOf(t, dir+"/other"), "other")
 	if err != nil {
 		t.Fatalf("an unrelated workspace: %v", err)
 	}
 	other.release()
 	held.release()
-	again, err := lockWorkspace(state, ws+"/sub", statOf(t, ws+"/sub"), "after")
+	again, err := OpenStore(state).lockWorkspace(ws+"/sub", statOf(t, ws+"/sub"), "after")
 	if err != nil {
 		t.Fatalf("after release: %v", err)
 	}
@@ -72,7 +72,7 @@ func TestWorkspaceLockHolderDied(t *testing.T) {
 		args := strings.Split(os.Getenv("LAYERSEAL_TEST_LOCK_HOLD"), "\n")
 		st, err := linux.Lstat(unix.AT_FDCWD, args[1])
 		if err == nil {
-			_, err = lockWorkspace(args[0], args[1], st, "dead-holder")
+			_, err = OpenStore(args[0]).lockWorkspace(args[1], st, "dead-holder")
 		}
 		if err != nil {
 			os.Stdout.WriteString("error: " + err.Error() + "\n")
@@ -102,12 +102,12 @@ func TestWorkspaceLockHolderDied(t *testing.T) {
 		cmd.Wait()
 		t.Fatalf("the holder: %q", buf[:n])
 	}
-	if _, err := lockWorkspace(state, ws, statOf(t, ws), "live"); !errors.Is(err, ErrWorkspaceLocked) || !strings.Contains(err.Error(), "dead-holder") {
+	if _, err := OpenStore(state).lockWorkspace(ws, statOf(t, ws), "live"); !errors.Is(err, ErrWorkspaceLocked) || !strings.Contains(err.Error(), "dead-holder") {
 		t.Errorf("while the holder lives: %v", err)
 	}
 	cmd.Process.Kill()
 	cmd.Wait()
-	l, err := lockWorkspace(state, ws, statOf(t, ws), "after")
+	l, err := OpenStore(state).lockWorkspace(ws, statOf(t, ws), "after")
 	if err != nil {
 		t.Fatalf("after the holder died: %v", err)
 	}

@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 
 	"github.com/layerseal/layerseal/attest"
-	"github.com/layerseal/layerseal/probe"
 )
 
 // Recover attests a session whose supervisor died before it wrote a
@@ -21,22 +20,19 @@ import (
 // is incomplete with attest.UnobservedEnd. It writes the statement to the
 // output dir and leaves the change set staged for `diff`, `apply` and
 // `discard`. A session that already has a statement is refused.
-func Recover(out, stateDir string, key *attest.Signer) (*attest.Statement, error) {
-	if stateDir == "" {
-		stateDir = DefaultStateDir
-	}
+func (s *Store) Recover(out string, key *attest.Signer) (*attest.Statement, error) {
 	if key == nil {
 		return nil, errors.New("no signing key")
 	}
 	if err := RequireRoot(); err != nil {
 		return nil, err
 	}
-	dir, rec, err := findSession(stateDir, out)
+	dir, rec, err := s.find(out)
 	if err != nil {
 		return nil, err
 	}
 	abs := rec.Out
-	if running(stateDir, rec.ID) {
+	if s.running(rec.ID) {
 		return nil, fmt.Errorf("session %s is still running: its supervisor signs its statement when it ends (`layerseal sessions` shows it)", rec.ID)
 	}
 	if !bytes.Equal(rec.PublicKey, key.Public()) {
@@ -58,17 +54,16 @@ func Recover(out, stateDir string, key *attest.Signer) (*attest.Statement, error
 	if launch.SessionID != rec.ID || string(launch.Workspace) != rec.Workspace {
 		return nil, fmt.Errorf("launch record of session %s does not match its state", rec.ID)
 	}
-	features, err := probe.Detect()
-	if err != nil {
-		return nil, err
-	}
-	noMountID := !features.StatxMountID.OK()
 	ws, err := openWorkspace(rec.Workspace, launch.Lower)
 	if err != nil {
 		return nil, fmt.Errorf("%w: its change set cannot be classified against it; it is kept in %s (`layerseal discard %s` drops it)", err, dir, out)
 	}
 	defer ws.Close()
-	st, err := attestUpper(dir.upper(), dir.work(), rec.Workspace, ws, launch.Policy, noMountID, nil, nil)
+	r, err := sessionReader(dir, rec.Workspace, ws, launch.Policy)
+	if err != nil {
+		return nil, err
+	}
+	st, err := r.statement(nil, nil)
 	if err != nil {
 		return nil, fmt.Errorf("attest the change set: %w; it is kept in %s", err, dir)
 	}
@@ -92,7 +87,7 @@ func Recover(out, stateDir string, key *attest.Signer) (*attest.Statement, error
 		st.CheckpointHead = sha(chain[len(chain)-1])
 	}
 	st.Incomplete = sortReasons(append(st.Incomplete, attest.Reason{Code: attest.UnobservedEnd, Detail: detail}))
-	if err := sweep(dir.upper(), dir.work(), rec.Workspace, ws, launch.Policy, noMountID, st); err != nil {
+	if _, err := sweep(r, st); err != nil {
 		return nil, fmt.Errorf("sweep protected paths: %w; the change set is kept in %s", err, dir)
 	}
 	b, err := signBounded(key, st, attest.MaxStatementSize)

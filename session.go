@@ -129,17 +129,20 @@ type session struct {
 	out      string
 	dir      sessionDir
 	rec      sessionRecord // written with the launch record
+	store    *Store
+	reader   *reader // of the session's upper layer, once it has one
 	features probe.Features
 	lower    linux.Stat
 	// wsDir is the workspace root opened (and identified as lower) before
 	// launch: the final read, the sweep and the apply work beneath it.
-	wsDir    *os.File
-	submount []attest.Reason
-	launch   []byte
-	sandbox  attest.Sandbox // in force, as the launch record says
-	log      func(format string, args ...any)
-	cp       *checkpointer // the session's checkpoints, once the agent ran
-	intr     *interrupts   // the supervisor's interrupts, once the agent started
+	wsDir     *os.File
+	submount  []attest.Reason
+	launch    []byte
+	launchRec *attest.LaunchRecord // what launch holds
+	sandbox   attest.Sandbox       // in force, as the launch record says
+	log       func(format string, args ...any)
+	cp        *checkpointer // the session's checkpoints, once the agent ran
+	intr      *interrupts   // the supervisor's interrupts, once the agent started
 }
 
 func prepare(cfg RunConfig) (*session, error) {
@@ -163,17 +166,13 @@ func prepare(cfg RunConfig) (*session, error) {
 	if s.ws == "/" {
 		return nil, errors.New("workspace \"/\": the root directory cannot be a workspace")
 	}
-	if cfg.StateDir == "" {
-		cfg.StateDir = DefaultStateDir
-	}
-	if cfg.StateDir, err = filepath.Abs(cfg.StateDir); err != nil {
-		return nil, err
-	}
+	s.store = OpenStore(cfg.StateDir)
+	cfg.StateDir = s.store.Dir()
 	if cfg.Out == "" {
 		return nil, errors.New("no output dir given")
 	}
 	for _, c := range []struct{ what, p string }{{"output dir", cfg.Out}, {"state dir", cfg.StateDir}, {"key", cfg.KeyPath}} {
-		if c.p != "" && within(evalOrSelf(absOrSelf(c.p)), s.ws) {
+		if c.p != "" && attest.Within(evalOrSelf(absOrSelf(c.p)), s.ws) {
 			return nil, fmt.Errorf("%s %q is inside the workspace %q: the agent could reach it", c.what, c.p, s.ws)
 		}
 	}
@@ -187,7 +186,7 @@ func prepare(cfg RunConfig) (*session, error) {
 	if s.out, err = prepareOut(cfg.Out); err != nil {
 		return nil, err
 	}
-	if within(s.ws, evalOrSelf(cfg.StateDir)) {
+	if attest.Within(s.ws, evalOrSelf(cfg.StateDir)) {
 		return nil, fmt.Errorf("workspace %q is inside the state dir %q", s.ws, cfg.StateDir)
 	}
 	if s.features, err = probe.Detect(); err != nil {
@@ -350,16 +349,20 @@ func kernelFeatures(f probe.Features) attest.Kernel {
 
 func (s *session) run() (*RunResult, error) {
 	id := attest.NewSessionID()
-	lock, err := lockWorkspace(s.cfg.StateDir, s.ws, s.lower, id)
+	lock, err := s.store.lockWorkspace(s.ws, s.lower, id)
 	if err != nil {
 		return nil, &SetupError{err}
 	}
 	defer lock.release()
-	dir, err := createSession(s.cfg.StateDir, id)
+	dir, err := s.store.create(id)
 	if err != nil {
 		return nil, &SetupError{err}
 	}
 	s.dir = dir
+	if s.reader, err = newReader(dir.upper(), dir.work(), s.ws, s.wsDir, s.cfg.Policy, !s.features.StatxMountID.OK()); err != nil {
+		s.dropEmpty()
+		return nil, &SetupError{err}
+	}
 	if !s.features.Openat2.OK() {
 		linux.DisableOpenat2()
 	}
@@ -457,7 +460,7 @@ func (s *session) writeLaunch(id string, ready nsrun.Ready) error {
 	if err := writeFileAtomic(filepath.Join(string(s.dir), LaunchFile), b, 0o600); err != nil {
 		return err
 	}
-	s.launch, s.sandbox = b, ready.Sandbox
+	s.launch, s.launchRec, s.sandbox = b, lr, ready.Sandbox
 	return writeFileAtomic(filepath.Join(s.out, LaunchFile), b, 0o644)
 }
 
@@ -505,8 +508,7 @@ func (s *session) finish(id string, res nsrun.Result, lostEnd bool) (*RunResult,
 		progress = func(string, attest.Path) {}
 	}
 	known, head := s.cp.final()
-	st, err := attestUpper(s.dir.upper(), s.dir.work(), s.ws, s.wsDir, s.cfg.Policy, !s.features.StatxMountID.OK(), known,
-		func(p attest.Path) { progress("read", p) })
+	st, err := s.reader.statement(known, func(p attest.Path) { progress("read", p) })
 	if err != nil {
 		return out, fmt.Errorf("attest the change set: %w; the change set is kept in %s", err, s.dir)
 	}
@@ -518,7 +520,8 @@ func (s *session) finish(id string, res nsrun.Result, lostEnd bool) (*RunResult,
 	st.Exit = out.Exit
 	st.Incomplete = sortReasons(append(reasons, st.Incomplete...))
 	progress("sweep", attest.Root)
-	if err := sweep(s.dir.upper(), s.dir.work(), s.ws, s.wsDir, s.cfg.Policy, !s.features.StatxMountID.OK(), st); err != nil {
+	excluded, err := sweep(s.reader, st)
+	if err != nil {
 		return out, fmt.Errorf("sweep protected paths: %w; the change set is kept in %s", err, s.dir)
 	}
 	if c := conflicts(s.wsDir, statementPaths(st), time.Unix(0, s.rec.Launched)); len(c) > 0 {
@@ -538,7 +541,7 @@ func (s *session) finish(id string, res nsrun.Result, lostEnd bool) (*RunResult,
 		s.log("keeping a copy of the statement in the state dir: %v", err)
 	}
 	out.Statement = st
-	if out.Applied, err = s.settle(b, st); err != nil || !out.Applied {
+	if out.Applied, err = s.settle(b, st, excluded); err != nil || !out.Applied {
 		return out, err
 	}
 	out.Kept = ""
@@ -553,14 +556,7 @@ func Unexamined(st *attest.Statement) bool { return unexamined(st.Incomplete) }
 // unexamined reports whether any reason means part of the upper layer was
 // not read, so applying the statement did not carry all of it over.
 func unexamined(rs []attest.Reason) bool {
-	for _, r := range rs {
-		switch r.Code {
-		case attest.Unreadable, attest.Vanished, attest.EntryBudget, attest.TimeBudget,
-			attest.DirEntryLimit, attest.RootMissing, attest.OtherMount, attest.PathLimit:
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(rs, func(r attest.Reason) bool { return r.Code.Unexamined() })
 }
 
 // Attest reads the quiescent upper layer against the lower layer (the
@@ -568,48 +564,11 @@ func unexamined(rs []attest.Reason) bool {
 // Merkle root and the reader's incomplete reasons. The caller fills in the
 // session, launch binding and exit, and adds its own reasons.
 func Attest(upper, work, lower string, p attest.Policy, noMountID bool) (*attest.Statement, error) {
-	return attestUpper(upper, work, lower, nil, p, noMountID, nil, nil)
-}
-
-// attestUpper is Attest reading the lower layer beneath lowerDir when it
-// is not nil (lower then only names it), taking known digests of upper
-// files (see overlay.ReadOptions.KnownDigest) where known is not nil, and
-// calling progress (when not nil) with each entry read.
-func attestUpper(upper, work, lower string, lowerDir *os.File, p attest.Policy, noMountID bool, known func(attest.Path, linux.Stat) []byte, progress func(attest.Path)) (*attest.Statement, error) {
-	rules, err := rulesOf(p)
+	r, err := newReader(upper, work, lower, nil, p, noMountID)
 	if err != nil {
 		return nil, err
 	}
-	opt := overlay.ReadOptions{
-		Exclude:       rules.Excluded,
-		DigestCap:     p.DigestCap,
-		MaxEntries:    p.MaxEntries,
-		MaxDirEntries: p.MaxDirEntries,
-		NoMountID:     noMountID,
-		WorkDir:       work,
-		KnownDigest:   known,
-		LowerDir:      lowerDir,
-		Progress:      progress,
-	}
-	if p.TimeBudget > 0 {
-		opt.Deadline = time.Now().Add(p.TimeBudget)
-	}
-	ch, err := overlay.Read(upper, lower, opt)
-	if err != nil {
-		return nil, err
-	}
-	return &attest.Statement{
-		Workspace:  attest.Bytes(lower),
-		Incomplete: ch.Incomplete,
-		Entries:    ch.Entries,
-		Excluded:   ch.Excluded,
-		Ended:      time.Now().UTC(),
-		Stats: attest.Stats{
-			UpperEntries: uint64(ch.Stats.UpperEntries),
-			LowerEntries: uint64(ch.Stats.LowerEntries),
-			BytesHashed:  ch.Stats.BytesHashed,
-		},
-	}, nil
+	return r.statement(nil, nil)
 }
 
 // sortReasons orders reasons by code, then path, and drops exact repeats.

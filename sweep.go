@@ -2,56 +2,53 @@ package layerseal
 
 import (
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 
 	"github.com/layerseal/layerseal/attest"
 	"github.com/layerseal/layerseal/overlay"
-	"github.com/layerseal/layerseal/policy"
 )
 
 // sweep finds every observed change on a protected path that no allow
 // covers, reverts it in the upper layer (overlay.Revert), and reads the
-// swept upper layer again: st gets Violations and, when there are any,
-// Applied, the change set that is left. A violation is "reverted" only
-// when the path is absent from the re-read change set, "blocked"
-// otherwise. The upper layer must not be mounted.
-func sweep(upper, work, lower string, lowerDir *os.File, p attest.Policy, noMountID bool, st *attest.Statement) error {
-	rules, err := rulesOf(p)
-	if err != nil {
-		return err
-	}
+// swept upper layer again (reader.reread): st gets Violations and, when
+// there are any, Applied, the change set that is left. A violation is
+// "reverted" only when the path is absent from the re-read change set,
+// "blocked" otherwise. When it read the layer again it returns the
+// entries of st's excluded subtrees that read found (nil otherwise). The
+// upper layer must not be mounted.
+func sweep(r *reader, st *attest.Statement) (*subtrees, error) {
+	rules := r.rules
 	var vs []attest.Violation
 	for _, e := range st.Entries {
 		if rule := rules.Violation(e.Path); rule != "" {
 			vs = append(vs, attest.Violation{Path: e.Path, Rule: rule})
 		}
 	}
-	aliases, err := aliasViolations(upper, lower, lowerDir, rules, st.Entries)
+	aliases, err := aliasViolations(r, st.Entries)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	vs = append(vs, aliases...)
 	slices.SortStableFunc(vs, func(a, b attest.Violation) int { return strings.Compare(string(a.Path), string(b.Path)) })
 	vs = slices.CompactFunc(vs, func(a, b attest.Violation) bool { return a.Path == b.Path })
 	if len(vs) == 0 {
-		return nil
+		return nil, nil
 	}
 	failed := map[attest.Path]error{}
 	for _, v := range vs {
 		// A path inside one already reverted with its subtree is
 		// reverted again, which changes nothing or finishes the job.
-		if err := overlay.Revert(upper, lower, v.Path, overlay.RevertOptions{LowerDir: lowerDir}); err != nil {
+		if err := overlay.Revert(r.upper, r.lower, v.Path, overlay.RevertOptions{LowerDir: r.lowerDir}); err != nil {
 			failed[v.Path] = err
 		}
 	}
-	after, err := attestUpper(upper, work, lower, lowerDir, p, noMountID, nil, nil)
+	after, excluded, err := r.reread(st)
 	if err != nil {
-		return fmt.Errorf("read the swept upper layer: %w", err)
+		return nil, fmt.Errorf("read the swept upper layer: %w", err)
 	}
 	left := map[attest.Path]bool{}
-	for _, e := range after.Entries {
+	for _, e := range after {
 		left[e.Path] = true
 	}
 	for i := range vs {
@@ -61,11 +58,11 @@ func sweep(upper, work, lower string, lowerDir *os.File, p attest.Policy, noMoun
 		}
 	}
 	st.Violations = vs
-	st.Applied = after.Entries
+	st.Applied = after
 	if st.Applied == nil {
 		st.Applied = []attest.Entry{}
 	}
-	return nil
+	return &subtrees{entries: excluded}, nil
 }
 
 // aliasViolations finds the listed names that become hard links to an
@@ -73,7 +70,7 @@ func sweep(upper, work, lower string, lowerDir *os.File, p attest.Policy, noMoun
 // the lower links of an unchanged file they link to): through such a
 // name the agent, or anyone later, changes the protected file. Each is
 // a violation of the protected name's rule.
-func aliasViolations(upper, lower string, lowerDir *os.File, rules *policy.Rules, entries []attest.Entry) ([]attest.Violation, error) {
+func aliasViolations(r *reader, entries []attest.Entry) ([]attest.Violation, error) {
 	listed := map[attest.Path]bool{}
 	members := map[attest.Path][]attest.Path{} // anchor → listed names linked to it
 	var anchors []attest.Path
@@ -90,7 +87,7 @@ func aliasViolations(upper, lower string, lowerDir *os.File, rules *policy.Rules
 	if len(anchors) == 0 {
 		return nil, nil
 	}
-	names, err := overlay.Aliases(upper, lower, lowerDir, anchors, func(p attest.Path) bool { return !listed[p] })
+	names, err := overlay.Aliases(r.upper, r.lower, r.lowerDir, anchors, func(p attest.Path) bool { return !listed[p] })
 	if err != nil {
 		return nil, fmt.Errorf("find the names of hard-linked files: %w", err)
 	}
@@ -98,7 +95,7 @@ func aliasViolations(upper, lower string, lowerDir *os.File, rules *policy.Rules
 	for _, a := range anchors {
 		rule := ""
 		for _, n := range names[a] {
-			if rule = rules.Violation(n); rule != "" {
+			if rule = r.rules.Violation(n); rule != "" {
 				break
 			}
 		}
@@ -106,7 +103,7 @@ func aliasViolations(upper, lower string, lowerDir *os.File, rules *policy.Rules
 			continue
 		}
 		for _, m := range members[a] {
-			if rules.Violation(m) == "" {
+			if r.rules.Violation(m) == "" {
 				out = append(out, attest.Violation{Path: m, Rule: rule})
 			}
 		}
@@ -125,11 +122,6 @@ func blocked(st *attest.Statement) []string {
 	return out
 }
 
-// under reports whether p is dir or lies beneath it.
-func under(p, dir attest.Path) bool {
-	return p == dir || strings.HasPrefix(string(p), string(dir)+"/")
-}
-
 // GitChanges counts the entries of st's change set after the sweep that
 // lie in the workspace's .git when the sweep found violations, and is 0
 // otherwise: a commit the agent made can carry a protected file's content
@@ -140,7 +132,7 @@ func GitChanges(st *attest.Statement) int {
 	}
 	n := 0
 	for _, e := range st.AppliedEntries() {
-		if under(e.Path, ".git") {
+		if attest.Within(e.Path, ".git") {
 			n++
 		}
 	}

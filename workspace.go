@@ -33,7 +33,7 @@ func openWorkspace(path string, want attest.LowerIdentity) (*os.File, error) {
 		err = fmt.Errorf("workspace %q: %w (it is device %d inode %d now, %d and %d at launch)", path, ErrWorkspaceMoved, st.Dev, st.Ino, want.Dev, want.Ino)
 	}
 	if err != nil {
-		unix.Close(fd)
+		linux.Close(fd)
 		return nil, err
 	}
 	return os.NewFile(uintptr(fd), path), nil
@@ -67,6 +67,6 @@ func CheckWorkspace(dir string, st *attest.Statement) ([]overlay.Mismatch, error
 	if err != nil {
 		return nil, fmt.Errorf("workspace %q: %w", dir, unwrapPath(err))
 	}
-	defer unix.Close(fd)
+	defer linux.Close(fd)
 	return overlay.Check(fd, st.AppliedEntries())
 }

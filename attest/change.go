@@ -108,6 +108,39 @@ const (
 	Conflict Code = "conflict"
 )
 
+// Unexamined reports whether a reason with code c means part of the upper
+// layer was not read: applying the statement does not carry all of it
+// over, so such a change set is never applied automatically.
+func (c Code) Unexamined() bool {
+	switch c {
+	case Unreadable, Vanished, EntryBudget, TimeBudget, DirEntryLimit, RootMissing, OtherMount, PathLimit:
+		return true
+	}
+	return false
+}
+
+// Transient reports whether a reason with code c is about one path that
+// could not be read this time (a read error, an entry that vanished or
+// changed while read): reading that path again may succeed.
+func (c Code) Transient() bool {
+	switch c {
+	case Unstable, Vanished, Unreadable:
+		return true
+	}
+	return false
+}
+
+// Cut reports whether a reason with code c means the read was cut short
+// by a budget or limit: what it did not reach is unknown, so only a read
+// from scratch can find it.
+func (c Code) Cut() bool {
+	switch c {
+	case TimeBudget, EntryBudget, PathLimit:
+		return true
+	}
+	return false
+}
+
 // Reason is one place a statement could not look.
 type Reason struct {
 	Code   Code

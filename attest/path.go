@@ -77,6 +77,14 @@ func (p Path) Valid() error {
 	return nil
 }
 
+// Within reports whether p is dir or lies beneath it. Both are clean
+// slash-separated paths of one kind: workspace paths (Path), or absolute
+// host paths, where "/" holds every path. It is the one such predicate of
+// layerseal.
+func Within[P ~string](p, dir P) bool {
+	return p == dir || strings.HasPrefix(string(p), strings.TrimSuffix(string(dir), "/")+"/")
+}
+
 // Bytes is a byte string without path rules, such as a host path or an
 // extended attribute name. Its text form is the one described for Path.
 type Bytes string

@@ -176,3 +176,22 @@ func ExamplePath_MarshalText() {
 	// a%E2%80%AEtxt.exe
 	// true
 }
+
+// TestWithin: a path is within itself and its ancestors by whole
+// components only; "/" holds every absolute path.
+func TestWithin(t *testing.T) {
+	for _, c := range []struct {
+		p, dir string
+		want   bool
+	}{
+		{"a", "a", true}, {"a/b", "a", true}, {"a/b/c", "a/b", true}, {"ab", "a", false}, {"a", "a/b", false},
+		{"/ws/x", "/ws", true}, {"/ws", "/ws", true}, {"/wsx", "/ws", false}, {"/", "/", true}, {"/etc", "/", true},
+	} {
+		if got := Within(c.p, c.dir); got != c.want {
+			t.Errorf("Within(%q, %q) = %v", c.p, c.dir, got)
+		}
+		if got := Within(Path(c.p), Path(c.dir)); got != c.want {
+			t.Errorf("Within(Path(%q), Path(%q)) = %v", c.p, c.dir, got)
+		}
+	}
+}

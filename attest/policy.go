@@ -66,7 +66,7 @@ func (st *Statement) validatePolicy() error {
 			if prev >= x.Path {
 				return fmt.Errorf("excluded %q and %q not sorted and unique", string(prev), string(x.Path))
 			}
-			if strings.HasPrefix(string(x.Path), string(prev)+"/") {
+			if Within(x.Path, prev) {
 				return fmt.Errorf("excluded %q lies inside excluded %q", string(x.Path), string(prev))
 			}
 		}

@@ -18,7 +18,7 @@ import (
 // masks themselves, unchanged, are not.
 func audit(workspace string, masks []string, before, after []*mountinfo.Info) []MountFinding {
 	watched := func(mp string) bool {
-		return under(mp, workspace) || slices.Contains(masks, mp)
+		return attest.Within(mp, workspace) || slices.Contains(masks, mp)
 	}
 	overlayID := topAt(before, workspace)
 	old := map[int]*mountinfo.Info{}
@@ -74,10 +74,6 @@ func topAt(infos []*mountinfo.Info, path string) int {
 		}
 	}
 	return id
-}
-
-func under(p, dir string) bool {
-	return p == dir || strings.HasPrefix(p, dir+"/")
 }
 
 // relPath is mp relative to the workspace, or empty outside it.

@@ -13,6 +13,7 @@ import (
 	"github.com/moby/sys/mountinfo"
 	"golang.org/x/sys/unix"
 
+	"github.com/layerseal/layerseal/attest"
 	"github.com/layerseal/layerseal/internal/linux"
 )
 
@@ -132,7 +133,7 @@ func describeView(workspace string, hidden, writable []string, terminal string) 
 	// the mounts on it: hidden paths there are covered again.
 	for _, h := range hidden {
 		for _, t := range PrivateTmp {
-			if under(h, t) {
+			if attest.Within(h, t) {
 				add(viewStep{Op: opMask, Target: h, Optional: true})
 			}
 		}
@@ -445,22 +446,22 @@ func CheckWritable(paths []string, workspace string, reserved map[string]string)
 		if real == workspace {
 			return nil, fmt.Errorf("%w: %q is the workspace, which the agent writes through the overlay already", ErrWritable, p)
 		}
-		if under(real, workspace) {
+		if attest.Within(real, workspace) {
 			return nil, fmt.Errorf("%w: %q lies inside the workspace %q, which the agent writes through the overlay already",
 				ErrWritable, p, workspace)
 		}
-		if under(workspace, real) {
+		if attest.Within(workspace, real) {
 			return nil, fmt.Errorf("%w: %q holds the workspace %q: the agent could move the workspace on the host",
 				ErrWritable, p, workspace)
 		}
 		for _, r := range slices.Sorted(maps.Keys(reserved)) {
-			if under(real, r) || under(r, real) {
+			if attest.Within(real, r) || attest.Within(r, real) {
 				return nil, fmt.Errorf("%w: %q overlaps layerseal's %s %q, which the agent must not reach",
 					ErrWritable, p, reserved[r], r)
 			}
 		}
 		for _, fresh := range []string{"/proc", "/sys", "/dev"} {
-			if under(real, fresh) {
+			if attest.Within(real, fresh) {
 				return nil, fmt.Errorf("%w: %q lies under %s, which the agent gets a fresh one of", ErrWritable, p, fresh)
 			}
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 
+	"github.com/layerseal/layerseal/attest"
 	"github.com/layerseal/layerseal/internal/privtest"
 )
 
@@ -55,7 +56,7 @@ func TestDescribeView(t *testing.T) {
 			}
 			binds = append(binds, s.Target)
 			for _, tmp := range v.Steps[i+1:] {
-				if tmp.Op == opMount && under(s.Target, tmp.Target) {
+				if tmp.Op == opMount && attest.Within(s.Target, tmp.Target) {
 					t.Errorf("fresh mount on %q after the bind of %q would cover it", tmp.Target, s.Target)
 				}
 			}

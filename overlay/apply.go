@@ -190,22 +190,6 @@ func applySplit(p attest.Path) (attest.Path, string) {
 	return p[:i], string(p[i+1:])
 }
 
-// applyCheckPath reports whether p is a well-formed attest.Path.
-func applyCheckPath(p attest.Path) error {
-	if p == attest.Root {
-		return nil
-	}
-	if p == "" || strings.IndexByte(string(p), 0) >= 0 {
-		return fmt.Errorf("malformed path %q", string(p))
-	}
-	for _, c := range strings.Split(string(p), "/") {
-		if c == "" || c == "." || c == ".." {
-			return fmt.Errorf("malformed path %q", string(p))
-		}
-	}
-	return nil
-}
-
 // applyCheckState checks what Apply needs of a New state.
 func applyCheckState(p attest.Path, s *attest.State) error {
 	switch s.Type {
@@ -229,7 +213,7 @@ func applyCheckState(p attest.Path, s *attest.State) error {
 		if s.Type != attest.File {
 			return fmt.Errorf("link %q on a %s", string(s.Link), s.Type)
 		}
-		if err := applyCheckPath(s.Link); err != nil || s.Link == attest.Root || applyLess(p, s.Link) {
+		if err := s.Link.Valid(); err != nil || s.Link == attest.Root || applyLess(p, s.Link) {
 			return fmt.Errorf("bad link %q: must be a path not after %q", string(s.Link), string(p))
 		}
 	}
@@ -254,7 +238,7 @@ func (a *applier) plan(in []attest.Entry) error {
 	for i := range a.entries {
 		e := &a.entries[i]
 		bad := func(err error) error { return &ApplyError{Path: e.Path, Op: "check entry", Err: err} }
-		if err := applyCheckPath(e.Path); err != nil {
+		if err := e.Path.Valid(); err != nil {
 			return bad(err)
 		}
 		if i > 0 && a.entries[i-1].Path == e.Path {

@@ -33,7 +33,7 @@ type Mismatch struct {
 func Check(root int, entries []attest.Entry) ([]Mismatch, error) {
 	var out []Mismatch
 	for _, e := range entries {
-		if err := applyCheckPath(e.Path); err != nil {
+		if err := e.Path.Valid(); err != nil {
 			return nil, err
 		}
 		what, err := checkEntry(root, &e)

@@ -470,7 +470,7 @@ func (r *reader) hash(p attest.Path, layer string, n node, st linux.Stat, s *att
 		return true
 	}
 	if layer == "upper" && r.opt.KnownDigest != nil {
-		if sum := r.opt.KnownDigest(p, st); sum != nil {
+		if sum := r.opt.KnownDigest(p, fileStat(st)); sum != nil {
 			s.SHA256 = sum
 			return true
 		}

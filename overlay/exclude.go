@@ -141,5 +141,5 @@ func leaves(root, p attest.Path, t string) bool {
 	}
 	dir, _ := applySplit(p)
 	joined := path.Clean(string(dir) + "/" + t)
-	return joined != string(root) && !strings.HasPrefix(joined, string(root)+"/")
+	return !attest.Within(joined, string(root))
 }

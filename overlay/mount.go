@@ -13,6 +13,8 @@ import (
 
 	"github.com/moby/sys/mountinfo"
 	"golang.org/x/sys/unix"
+
+	"github.com/layerseal/layerseal/attest"
 )
 
 // Pinned are the options every layerseal overlay is mounted with, in the
@@ -88,7 +90,7 @@ func (m Mount) Validate() error {
 	}
 	for i := range 3 {
 		for j := range 3 {
-			if i != j && within(dirs[i].path, dirs[j].path) {
+			if i != j && attest.Within(dirs[i].path, dirs[j].path) {
 				return fmt.Errorf("overlay %s dir %q lies within %s dir %q", dirs[i].name, dirs[i].path, dirs[j].name, dirs[j].path)
 			}
 		}
@@ -120,11 +122,6 @@ func (m Mount) Validate() error {
 		return fmt.Errorf("unprivileged overlay without option %q", "userxattr")
 	}
 	return nil
-}
-
-// within reports whether p is dir or lies below it.
-func within(p, dir string) bool {
-	return p == dir || strings.HasPrefix(p, strings.TrimSuffix(dir, "/")+"/")
 }
 
 // Perform mounts the overlay on m.Target and checks the result in the mount

@@ -81,7 +81,7 @@ type ReadOptions struct {
 	// file about to be hashed, with its path and stat; a non-nil answer
 	// is taken instead of reading the file. The caller answers only for
 	// a stat tuple it hashed itself and saw settled (not racy).
-	KnownDigest func(p attest.Path, st linux.Stat) []byte
+	KnownDigest func(p attest.Path, st FileStat) []byte
 	// Progress, if set, is called with each upper or lower entry as it is
 	// counted against the entry budget (for a progress display; it must
 	// be quick).
@@ -122,6 +122,20 @@ func (o ReadOptions) withDefaults() (ReadOptions, error) {
 		}
 	}
 	return o, nil
+}
+
+// FileStat is what KnownDigest is told of an upper file: the stat tuple a
+// digest of it is valid for.
+type FileStat struct {
+	Mode    uint32 // st_mode
+	Ino     uint64
+	Size    uint64
+	MtimeNS int64
+	CtimeNS int64
+}
+
+func fileStat(st linux.Stat) FileStat {
+	return FileStat{Mode: st.Mode, Ino: st.Ino, Size: st.Size, MtimeNS: st.MtimeNS, CtimeNS: st.CtimeNS}
 }
 
 // Changes is the change list of one upper layer against its lower layer.

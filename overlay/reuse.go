@@ -32,7 +32,7 @@ func ReadChanged(upper, lower string, prev *Changes, dirty func(p attest.Path) b
 		return nil, fmt.Errorf("read changed: no previous read")
 	}
 	for _, rs := range prev.Incomplete {
-		if rs.Code == attest.TimeBudget || rs.Code == attest.EntryBudget || rs.Code == attest.PathLimit {
+		if rs.Code.Cut() {
 			return nil, fmt.Errorf("read changed: the previous read stopped at %q (%s)", rs.Path, rs.Code)
 		}
 	}
@@ -66,7 +66,7 @@ func byEntryPath(a, b attest.Entry) int { return strings.Compare(string(a.Path),
 func eachIn[T any](list []T, key func(*T) attest.Path, p attest.Path, fn func(T)) {
 	for _, q := range []attest.Path{p, p + "/"} {
 		i, _ := slices.BinarySearchFunc(list, q, func(x T, q attest.Path) int { return strings.Compare(string(key(&x)), string(q)) })
-		for ; i < len(list) && inTree(key(&list[i]), p) && (q == p) == (key(&list[i]) == p); i++ {
+		for ; i < len(list) && attest.Within(key(&list[i]), p) && (q == p) == (key(&list[i]) == p); i++ {
 			fn(list[i])
 		}
 	}
@@ -79,8 +79,6 @@ func (r *reader) take(p attest.Path) {
 	eachIn(u.reasons, func(x *attest.Reason) attest.Path { return x.Path }, p, func(x attest.Reason) { r.reasons = append(r.reasons, x) })
 	eachIn(u.excluded, func(x *attest.Excluded) attest.Path { return x.Path }, p, func(x attest.Excluded) { r.excluded = append(r.excluded, x) })
 }
-
-func inTree(q, p attest.Path) bool { return q == p || strings.HasPrefix(string(q), string(p)+"/") }
 
 // reusable reports whether the upper subtree at p can be taken from the
 // previous read.

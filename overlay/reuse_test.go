@@ -186,3 +186,53 @@ func TestReadChangedContextPrivileged(t *testing.T) {
 		t.Fatal(d)
 	}
 }
+
+// TestReadChangedSharesStates: ReadChanged copies the entries of a clean
+// subtree from prev, so they hold prev's very states (the pointers the
+// checkpoint change list compares to skip encoding them again), and
+// gives every entry it classifies afresh states of its own, even equal
+// ones: a shared state always means an entry taken as it was.
+func TestReadChangedSharesStates(t *testing.T) {
+	upper, lower := t.TempDir(), t.TempDir()
+	for _, p := range []string{"a/x", "b/y"} {
+		if err := os.MkdirAll(filepath.Join(upper, filepath.Dir(p)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(upper, p), []byte(p), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	prev, err := Read(upper, lower, ReadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dirty := func(p attest.Path) bool { return p == attest.Root || attest.Within(p, "b") }
+	now, err := ReadChanged(upper, lower, prev, dirty, ReadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := map[attest.Path]*attest.Entry{}
+	for i := range prev.Entries {
+		before[prev.Entries[i].Path] = &prev.Entries[i]
+	}
+	seen := 0
+	for _, e := range now.Entries {
+		p := before[e.Path]
+		if p == nil || e.New == nil {
+			continue
+		}
+		if e.Path != attest.Root {
+			seen++
+		}
+		shared := e.New == p.New && e.Old == p.Old
+		if clean := !dirty(e.Path); shared != clean {
+			t.Errorf("%s: shares its states with the previous read: %v; clean: %v", e.Path, shared, clean)
+		}
+		if !reflect.DeepEqual(*e.New, *p.New) {
+			t.Errorf("%s: state %+v, was %+v", e.Path, *e.New, *p.New)
+		}
+	}
+	if seen != 4 {
+		t.Errorf("compared %d entries, want a, a/x, b and b/y", seen)
+	}
+}

@@ -55,7 +55,7 @@ func Revert(upper, lower string, p attest.Path, opt RevertOptions) error {
 	if ns != "trusted" && ns != "user" {
 		return fmt.Errorf("overlay xattr namespace %q: want \"trusted\" or \"user\"", ns)
 	}
-	if err := applyCheckPath(p); err != nil {
+	if err := p.Valid(); err != nil {
 		return err
 	}
 	rv := &reverter{private: ns + ".overlay."}

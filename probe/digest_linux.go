@@ -88,8 +88,8 @@ type Stat struct {
 	CtimeNS int64
 }
 
-// StatOf is the probe's view of a full stat.
-func StatOf(st linux.Stat) Stat {
+// statOf is the probe's view of a full stat.
+func statOf(st linux.Stat) Stat {
 	return Stat{Mode: st.Mode, Ino: st.Ino, Size: st.Size, MtimeNS: st.MtimeNS, CtimeNS: st.CtimeNS}
 }
 
@@ -381,7 +381,7 @@ func (w *worker) list(j scanJob) {
 		if st.Mode&unix.S_IFMT == unix.S_IFDIR && linux.SameMount(st, s.root) && st.Dev == s.root.Dev {
 			subs = append(subs, int32(len(ents)))
 		}
-		ents = append(ents, dirEnt{name: name, st: StatOf(st)})
+		ents = append(ents, dirEnt{name: name, st: statOf(st)})
 		w.entries++
 		w.pathBytes += len(j.prefix) + len(name)
 	}

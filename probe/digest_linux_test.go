@@ -208,7 +208,7 @@ func referenceScan(t *testing.T, root string) []refEntry {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := []refEntry{{".", StatOf(top)}}
+	out := []refEntry{{".", statOf(top)}}
 	var walk func(fd int, prefix string)
 	walk = func(fd int, prefix string) {
 		names, err := linux.ReadDirNamesMax(fd, 0)
@@ -221,7 +221,7 @@ func referenceScan(t *testing.T, root string) []refEntry {
 			if err != nil {
 				t.Fatal(err)
 			}
-			out = append(out, refEntry{prefix + name, StatOf(st)})
+			out = append(out, refEntry{prefix + name, statOf(st)})
 			if st.Mode&unix.S_IFMT != unix.S_IFDIR || st.Dev != top.Dev || !linux.SameMount(st, top) {
 				continue
 			}

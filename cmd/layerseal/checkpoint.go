@@ -6,12 +6,9 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"text/tabwriter"
-	"time"
 
 	"github.com/urfave/cli/v3"
 
-	"github.com/layerseal/layerseal"
 	"github.com/layerseal/layerseal/attest"
 )
 
@@ -28,7 +25,7 @@ func checkpointCommand() *cli.Command {
 			if err := needRoot("checkpoint"); err != nil {
 				return err
 			}
-			res, err := layerseal.RequestCheckpoint(cmd.Args().First(), cmd.String("state-dir"))
+			res, err := storeOf(cmd).RequestCheckpoint(cmd.Args().First())
 			if err != nil {
 				return exitWith(exitFailed, err)
 			}
@@ -42,67 +39,6 @@ func checkpointCommand() *cli.Command {
 			fmt.Printf("checkpoint %d: %s\t%s\n", res.Seq, state, res.File)
 			return nil
 		},
-	}
-}
-
-func sessionsCommand() *cli.Command {
-	return &cli.Command{
-		Name:  "sessions",
-		Usage: "list the sessions of the state dir: id, state (running, staged, applied, discarded, interrupted), workspace, start and end",
-		Flags: []cli.Flag{
-			stateDirFlag(),
-			&cli.BoolFlag{Name: "json", Usage: "print JSON"},
-		},
-		Action: func(_ context.Context, cmd *cli.Command) error {
-			if cmd.NArg() != 0 {
-				return usageErr("usage: layerseal sessions [--json]")
-			}
-			if err := needRoot("sessions"); err != nil {
-				return err
-			}
-			list, err := layerseal.Sessions(cmd.String("state-dir"))
-			if err != nil {
-				return exitWith(exitFailed, err)
-			}
-			if cmd.Bool("json") {
-				if list == nil {
-					list = []layerseal.SessionInfo{}
-				}
-				printJSON(list)
-				return nil
-			}
-			writeSessions(os.Stdout, list)
-			return nil
-		},
-	}
-}
-
-// writeSessions prints one aligned line per session under a header, and
-// under it what to do next where there is something to do.
-func writeSessions(w io.Writer, list []layerseal.SessionInfo) {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tSTATE\tWORKSPACE\tSTARTED\tENDED\tCHANGES\tOUT")
-	stamp := func(t time.Time) string {
-		if t.IsZero() {
-			return "-"
-		}
-		return t.Local().Format("2006-01-02 15:04:05")
-	}
-	for _, s := range list {
-		state := s.State
-		if len(s.Skipped) > 0 {
-			state += " (partly)"
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", s.ID, state, attest.Path(s.Workspace), stamp(s.Started), stamp(s.Ended), s.Changes, attest.Path(s.Out))
-	}
-	tw.Flush()
-	for _, s := range list {
-		if s.Detail != "" {
-			fmt.Fprintf(w, "# %s: %s\n", s.ID, s.Detail)
-		}
-	}
-	if len(list) == 0 {
-		fmt.Fprintln(w, "# no sessions")
 	}
 }
 

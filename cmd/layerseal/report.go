@@ -93,7 +93,7 @@ func sessionOf(stateDir string, st *attest.Statement) *layerseal.SessionInfo {
 	if layerseal.RequireRoot() != nil {
 		return nil
 	}
-	info, err := layerseal.Session(stateDir, st.SessionID)
+	info, err := layerseal.OpenStore(stateDir).Session(st.SessionID)
 	if err != nil || info.ID != st.SessionID {
 		return nil
 	}

@@ -14,6 +14,11 @@ func stateDirFlag() cli.Flag {
 	return &cli.StringFlag{Name: "state-dir", Value: layerseal.DefaultStateDir, Usage: "where sessions keep their upper layers and state (root only)"}
 }
 
+// storeOf is the state dir --state-dir names.
+func storeOf(cmd *cli.Command) *layerseal.Store {
+	return layerseal.OpenStore(cmd.String("state-dir"))
+}
+
 // needRoot refuses a command that reads or changes session state, which
 // only root can reach, before it gives a misleading answer.
 func needRoot(name string) error {

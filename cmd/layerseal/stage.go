@@ -97,7 +97,7 @@ func applyCommand() *cli.Command {
 			prog := startProgress()
 			defer prog.end()
 			left := 0
-			opt := layerseal.ApplyOptions{StateDir: cmd.String("state-dir"), Progress: progressFunc(prog), Stop: func() error {
+			opt := layerseal.ApplyOptions{Progress: progressFunc(prog), Stop: func() error {
 				if ctx.Err() != nil {
 					return layerseal.ErrInterruptedBySignal
 				}
@@ -114,7 +114,7 @@ func applyCommand() *cli.Command {
 			case cmd.Bool("skip"):
 				opt.Skip = paths
 			}
-			st, err := layerseal.Apply(cmd.Args().First(), opt)
+			st, err := storeOf(cmd).Apply(cmd.Args().First(), opt)
 			prog.end()
 			if err != nil {
 				return exitWith(exitFailed, err)
@@ -151,7 +151,7 @@ func discardCommand() *cli.Command {
 			if err := needRoot("discard"); err != nil {
 				return err
 			}
-			if err := layerseal.Discard(cmd.Args().First(), cmd.String("state-dir"), cmd.Bool("force")); err != nil {
+			if err := storeOf(cmd).Discard(cmd.Args().First(), cmd.Bool("force")); err != nil {
 				return exitWith(exitFailed, err)
 			}
 			fmt.Fprintf(os.Stderr, "layerseal: discarded the change set of %s\n", cmd.Args().First())
@@ -181,7 +181,7 @@ func recoverCommand() *cli.Command {
 				return err
 			}
 			out := cmd.Args().First()
-			st, err := layerseal.Recover(out, cmd.String("state-dir"), key)
+			st, err := storeOf(cmd).Recover(out, key)
 			if err != nil {
 				return exitWith(exitFailed, err)
 			}
@@ -214,7 +214,7 @@ func diffCommand() *cli.Command {
 			if err := needRoot("diff"); err != nil {
 				return err
 			}
-			st, err := layerseal.Staged(cmd.Args().First(), cmd.String("state-dir"))
+			st, err := storeOf(cmd).Staged(cmd.Args().First())
 			if err != nil {
 				if errors.Is(err, layerseal.ErrAlreadyApplied) || errors.Is(err, layerseal.ErrDiscarded) {
 					return exitWith(exitFailed, fmt.Errorf("%w: no staged change set (`layerseal show %s/%s` shows the statement)", err, cmd.Args().First(), layerseal.StatementFile))

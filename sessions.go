@@ -1,0 +1,131 @@
+package layerseal
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/layerseal/layerseal/attest"
+)
+
+// Session states, as Sessions reports them.
+const (
+	StateRunning     = "running"     // its supervisor (or an apply of it) is alive
+	StateStaged      = "staged"      // signed; the change set waits for apply or discard
+	StateApplied     = "applied"     // applied (Skipped says when only partly)
+	StateDiscarded   = "discarded"   // dropped; the workspace was left as it was
+	StateInterrupted = "interrupted" // its supervisor or an apply of it died part way (Detail says how to go on)
+)
+
+// SessionInfo is one session found in a state dir.
+type SessionInfo struct {
+	ID        string `json:"id"`
+	State     string `json:"state"`
+	Workspace string `json:"workspace"`
+	Out       string `json:"out"`
+	// Started is when the session began; Ended when its run ended (the
+	// statement's time), zero while there is no statement.
+	Started     time.Time `json:"started"`
+	Ended       time.Time `json:"ended,omitzero"`
+	Checkpoints int       `json:"checkpoints"`
+	// Changes is the statement's change count and ToApply the size of the
+	// change set after the sweep (both 0 without a statement).
+	Changes int `json:"changes"`
+	ToApply int `json:"to_apply"`
+	// Skipped are the paths an apply left out (a partly applied session).
+	Skipped []attest.Path `json:"skipped,omitempty"`
+	// Detail says what to do next, when there is something to do.
+	Detail string `json:"detail,omitempty"`
+}
+
+// Sessions lists the sessions of the store, oldest first.
+func (s *Store) Sessions() ([]SessionInfo, error) {
+	if err := RequireRoot(); err != nil {
+		return nil, err
+	}
+	if _, err := os.Stat(s.dir); err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, nil // no session was ever run with it
+		}
+		return nil, fmt.Errorf("state dir %q: %w", s.dir, unwrapPath(err))
+	}
+	dirs, recs, err := s.records()
+	if err != nil {
+		return nil, err
+	}
+	var out []SessionInfo
+	for i, r := range recs {
+		out = append(out, s.info(dirs[i], r))
+	}
+	sortSessions(out, func(i SessionInfo) SessionInfo { return i })
+	return out, nil
+}
+
+// sortSessions sorts list oldest first (by start, then id).
+func sortSessions[T any](list []T, info func(T) SessionInfo) {
+	slices.SortFunc(list, func(a, b T) int {
+		x, y := info(a), info(b)
+		if c := x.Started.Compare(y.Started); c != 0 {
+			return c
+		}
+		return strings.Compare(x.ID, y.ID)
+	})
+}
+
+// Session describes one session, named by its id or its output dir (the
+// newest session written there).
+func (s *Store) Session(ref string) (*SessionInfo, error) {
+	if err := RequireRoot(); err != nil {
+		return nil, err
+	}
+	d, r, err := s.find(ref)
+	if err != nil {
+		return nil, err
+	}
+	info := s.info(d, r)
+	return &info, nil
+}
+
+// info reads what a session's state dir says of it.
+func (s *Store) info(d sessionDir, r sessionRecord) SessionInfo {
+	info := SessionInfo{ID: r.ID, Workspace: r.Workspace, Out: r.Out, Started: r.Started}
+	cps, _ := filepath.Glob(filepath.Join(r.Out, CheckpointDir, "[0-9]*.json"))
+	info.Checkpoints = len(cps)
+	live := s.running(r.ID)
+	if !live {
+		if conn, err := dialControl(d); err == nil {
+			conn.Close()
+			live = true
+		}
+	}
+	var st *attest.Statement
+	if env, err := os.ReadFile(filepath.Join(string(d), StatementFile)); err == nil {
+		if s, err := attest.VerifyStatement(env, r.PublicKey, nil); err == nil {
+			st = s
+			info.Ended, info.Changes, info.ToApply = s.Ended, int(s.Count), int(s.AppliedCount)
+		}
+	}
+	j, _ := d.readJournal()
+	switch {
+	case live:
+		info.State = StateRunning
+	case j != nil && j.State == journalApplied:
+		info.State, info.Skipped = StateApplied, j.Skipped
+		if len(j.Skipped) > 0 {
+			info.Detail = fmt.Sprintf("partly applied: %d path(s) skipped, kept in %s", len(j.Skipped), d.upper())
+		}
+	case j != nil && j.State == journalDiscarded:
+		info.State = StateDiscarded
+	case j != nil && j.State == journalApplying:
+		info.State, info.Detail = StateInterrupted, fmt.Sprintf("an apply stopped part way: `layerseal apply %s` finishes it", r.ID)
+	case st != nil:
+		info.State, info.Detail = StateStaged, fmt.Sprintf("`layerseal diff %s`, then `layerseal apply %s` or `layerseal discard %s`", r.ID, r.ID, r.ID)
+	default:
+		info.State, info.Detail = StateInterrupted, fmt.Sprintf("its supervisor ended before signing a statement: `layerseal recover --key KEY %s`", r.ID)
+	}
+	return info
+}

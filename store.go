@@ -1,0 +1,228 @@
+package layerseal
+
+import (
+	"crypto/ed25519"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/layerseal/layerseal/attest"
+	"github.com/layerseal/layerseal/internal/linux"
+	"github.com/layerseal/layerseal/overlay"
+)
+
+// DefaultStateDir holds the upper layers of sessions; it must be on a
+// filesystem that can hold an overlay upper layer and be reachable by root
+// only.
+const DefaultStateDir = "/var/lib/layerseal"
+
+// Names of the files a session writes to its output directory (attest
+// defines them, so a verifier finds them with no Linux code).
+const (
+	LaunchFile    = attest.LaunchFile
+	StatementFile = attest.StatementFile
+)
+
+// Store is a state dir: the one owner of its layout, its locks and the
+// records of its sessions. Its methods are the session lifecycle after a
+// run: Sessions and Session list them, Staged, Apply and Discard settle a
+// change set, Recover signs one whose supervisor died, RequestCheckpoint
+// asks a running one for a checkpoint, and Prune removes finished ones.
+//
+// The layout, all root's and 0700:
+//
+//	DIR/sessions/ID/session.json  the session's record (sessionRecord)
+//	DIR/sessions/ID/upper, work   its overlay layers
+//	DIR/sessions/ID/...           launch record, statement, journal, apply plan,
+//	                              control socket, spilled checkpoint changes
+//	DIR/locks/*.lock              one flock'ed file per workspace in use
+//	DIR/locks/.guard              flock'ed while the locks are listed or taken
+//	DIR/pruning/ID                a session being removed by Prune
+//
+// A session is named by its id or by its output dir (the newest session
+// written there).
+type Store struct {
+	dir string
+}
+
+// OpenStore returns the store of the state dir dir (DefaultStateDir when
+// empty). It touches nothing: a state dir no session ran with yet is
+// created by the first run.
+func OpenStore(dir string) *Store {
+	if dir == "" {
+		dir = DefaultStateDir
+	}
+	return &Store{dir: absOrSelf(dir)}
+}
+
+// Dir is the store's state dir, absolute.
+func (s *Store) Dir() string { return s.dir }
+
+// sessionRecord is kept in the session's state directory so that a later
+// command can find the session's upper layer and key from its output dir.
+type sessionRecord struct {
+	ID        string `json:"id"`
+	Workspace string `json:"workspace"`
+	Out       string `json:"out"`
+	PublicKey []byte `json:"public_key"` // ed25519, raw
+	// Launched is when the agent could first see the workspace, read on
+	// the clock file times are stamped with (linux.CoarseNow), in
+	// nanoseconds: a workspace entry with a later ctime was changed by
+	// someone else during or after the run (a conflict).
+	Launched int64 `json:"launched_ns"`
+	// Started is when the session began (the supervisor's clock): an
+	// output dir names its newest session.
+	Started time.Time `json:"started"`
+}
+
+// sessionDir is where one session keeps its overlay layers.
+type sessionDir string
+
+func (d sessionDir) upper() string  { return filepath.Join(string(d), "upper") }
+func (d sessionDir) work() string   { return filepath.Join(string(d), "work") }
+func (d sessionDir) record() string { return filepath.Join(string(d), "session.json") }
+
+func (s *Store) session(id string) sessionDir {
+	return sessionDir(filepath.Join(s.dir, "sessions", id))
+}
+
+// create makes the session's directories (0700, root) and checks that
+// their filesystem can hold an upper layer: whiteouts (char 0:0) and
+// trusted xattrs.
+func (s *Store) create(id string) (sessionDir, error) {
+	if err := os.MkdirAll(filepath.Join(s.dir, "sessions"), 0o700); err != nil {
+		return "", fmt.Errorf("state dir %q: %w", s.dir, err)
+	}
+	d := s.session(id)
+	for _, p := range []string{string(d), d.upper(), d.work()} {
+		if err := os.Mkdir(p, 0o700); err != nil {
+			return "", fmt.Errorf("state dir %q: %w", s.dir, err)
+		}
+	}
+	if err := overlay.CheckUpperDir(string(d)); err != nil {
+		os.RemoveAll(string(d))
+		return "", fmt.Errorf("state dir %q is on a filesystem that cannot hold an overlay upper layer: %w", s.dir, err)
+	}
+	return d, nil
+}
+
+func (d sessionDir) writeRecord(r sessionRecord) error {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(d.record(), b, 0o600)
+}
+
+// records reads the record of every session of the store, in no order.
+// A state dir that does not exist holds none.
+func (s *Store) records() ([]sessionDir, []sessionRecord, error) {
+	paths, err := filepath.Glob(filepath.Join(s.dir, "sessions", "*", "session.json"))
+	if err != nil {
+		return nil, nil, err
+	}
+	var dirs []sessionDir
+	var recs []sessionRecord
+	for _, p := range paths {
+		d := sessionDir(filepath.Dir(p))
+		r, err := d.readRecord()
+		if errors.Is(err, os.ErrNotExist) {
+			continue // pruned meanwhile
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		dirs, recs = append(dirs, d), append(recs, r)
+	}
+	return dirs, recs, nil
+}
+
+// find finds a session by ref: a session id (32 hex digits) with state
+// here, or an output dir, which names the newest session written there
+// (by start time), so reusing an output dir never reaches the older
+// session.
+func (s *Store) find(ref string) (sessionDir, sessionRecord, error) {
+	if isSessionID(ref) {
+		d := s.session(ref)
+		if _, err := os.Lstat(d.record()); err == nil {
+			r, err := d.readRecord()
+			return d, r, err
+		}
+	}
+	out := evalOrSelf(absOrSelf(ref))
+	dirs, recs, err := s.records()
+	if err != nil {
+		return "", sessionRecord{}, err
+	}
+	var best sessionDir
+	var bestRec sessionRecord
+	for i, r := range recs {
+		if r.Out != out {
+			continue
+		}
+		if best == "" || r.Started.After(bestRec.Started) || r.Started.Equal(bestRec.Started) && r.ID > bestRec.ID {
+			best, bestRec = dirs[i], r
+		}
+	}
+	if best == "" {
+		if _, err := os.Stat(s.dir); err != nil {
+			return "", sessionRecord{}, fmt.Errorf("no session %q: the state dir %q: %w", ref, s.dir, unwrapPath(err))
+		}
+		return "", sessionRecord{}, fmt.Errorf("no session %q in the state dir %q: give an output dir or a session id (`layerseal sessions` lists them)", ref, s.dir)
+	}
+	return best, bestRec, nil
+}
+
+// readRecord reads and checks the session's record: the one reader of
+// session records.
+func (d sessionDir) readRecord() (sessionRecord, error) {
+	var r sessionRecord
+	b, err := os.ReadFile(d.record())
+	if err != nil {
+		return r, err
+	}
+	if err := json.Unmarshal(b, &r); err != nil {
+		return r, fmt.Errorf("session record %q is damaged: %w", d.record(), err)
+	}
+	if filepath.Base(string(d)) != r.ID || len(r.PublicKey) != ed25519.PublicKeySize {
+		return r, fmt.Errorf("session record %q is damaged", d.record())
+	}
+	return r, nil
+}
+
+// isSessionID reports whether s has the form of a session id.
+func isSessionID(s string) bool {
+	if len(s) != 32 {
+		return false
+	}
+	for _, c := range s {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// guard takes the state dir's short-lived lock under which workspace
+// locks are listed and taken and sessions are pruned; closing the file
+// frees it.
+func (s *Store) guard() (*os.File, error) {
+	dir := filepath.Join(s.dir, locksDir)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("state dir %q: %w", s.dir, unwrapPath(err))
+	}
+	g, err := os.OpenFile(filepath.Join(dir, ".guard"), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("state dir %q: %w", s.dir, unwrapPath(err))
+	}
+	if err := linux.Flock(int(g.Fd()), unix.LOCK_EX); err != nil {
+		g.Close()
+		return nil, fmt.Errorf("lock the state dir %q: %w", s.dir, err)
+	}
+	return g, nil
+}
