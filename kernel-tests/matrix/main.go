@@ -47,6 +47,7 @@ type config struct {
 	verbose     bool
 	suites      string // comma-separated suites; empty for all
 	nostatx     string // where the suites run again without statx: oldest, all or none
+	logPrefix   string // before each kept log's name: the self-check's do not replace the matrix's
 }
 
 func main() {
@@ -358,12 +359,13 @@ func readLogs(cfg config) ([]*Column, error) {
 	return cols, nil
 }
 
-// saveLog keeps a column's whole log in cache/logs/NAME.log.
+// saveLog keeps a column's whole log in cache/logs/NAME.log (the
+// self-check's in self-check-NAME.log).
 func saveLog(cfg config, name string, b []byte) {
 	dir := filepath.Join(cfg.cache, "logs")
 	err := os.MkdirAll(dir, 0o755)
 	if err == nil {
-		err = os.WriteFile(filepath.Join(dir, name+".log"), b, 0o644)
+		err = os.WriteFile(filepath.Join(dir, cfg.logPrefix+name+".log"), b, 0o644)
 	}
 	if err != nil {
 		logf("%s: keep log: %v", name, err)
@@ -415,7 +417,7 @@ func selfCheckRun(cfg config) int {
 	if len(cfg.kernels) > 0 {
 		k = cfg.kernels[0]
 	}
-	cfg.kernels, cfg.host = []Kernel{k}, false
+	cfg.kernels, cfg.host, cfg.logPrefix = []Kernel{k}, false, "self-check-"
 	ok := true
 	check := func(what string, opt guestOptions, want func(*Column) string) {
 		cols, err := matrix(cfg, opt)
