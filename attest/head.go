@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 )
 
 // HeadPredicateType is the format tag of a signed head.
@@ -72,6 +73,10 @@ func HeadFile(file string) string {
 //	                 last checkpoint's envelope file), omitted when it has
 //	                 none; for a checkpoint, the root of the checkpoint log
 //	                 that ends with it (its log.root)
+//	excluded         array of paths: a statement's excluded subtrees (the
+//	                 user's declared exclusions, summarized rather than
+//	                 itemized), sorted; omitted when empty, always for a
+//	                 checkpoint
 //
 // The reasons' details are left out because they are free text that may
 // name paths; codes and paths are what a verifier of a proof needs to tell
@@ -93,6 +98,9 @@ type Head struct {
 	// CheckpointHead: a statement's CheckpointHead (nil when it has
 	// none), or the log root of a checkpoint.
 	CheckpointHead []byte
+	// Excluded are the roots of a statement's excluded subtrees: changes
+	// under them are not leaves, so nothing is proven of a path there.
+	Excluded []Path
 }
 
 type headJSON struct {
@@ -109,6 +117,7 @@ type headJSON struct {
 	Complete       bool             `json:"complete"`
 	Incomplete     []headReasonJSON `json:"incomplete"`
 	CheckpointHead string           `json:"checkpoint_head,omitempty"`
+	Excluded       []Path           `json:"excluded,omitempty"`
 }
 
 type headReasonJSON struct {
@@ -132,7 +141,16 @@ func HeadOf(st *Statement) *Head {
 		Kind: HeadOfStatement, SessionID: st.SessionID, Launch: clone(st.Launch), KeyID: st.KeyID, Alg: AlgEd25519,
 		Root: clone(st.Root), Count: st.Count, AppliedRoot: clone(st.AppliedRoot), AppliedCount: st.AppliedCount,
 		Complete: st.Complete, Incomplete: headReasons(st.Incomplete), CheckpointHead: clone(st.CheckpointHead),
+		Excluded: excludedPaths(st.Excluded),
 	}
+}
+
+func excludedPaths(xs []Excluded) []Path {
+	var out []Path
+	for _, x := range xs {
+		out = append(out, x.Path)
+	}
+	return out
 }
 
 // HeadOfCheckpointOf returns the head of c, a checkpoint that verified (or
@@ -157,6 +175,7 @@ func (h *Head) toJSON() *headJSON {
 		Kind: h.Kind, SessionID: h.SessionID, Launch: hexOrEmpty(h.Launch), KeyID: h.KeyID, Alg: h.Alg, Seq: h.Seq,
 		Root: hexOrEmpty(h.Root), Count: h.Count, AppliedRoot: hexOrEmpty(h.AppliedRoot), AppliedCount: h.AppliedCount,
 		Complete: h.Complete, Incomplete: make([]headReasonJSON, len(h.Incomplete)), CheckpointHead: hexOrEmpty(h.CheckpointHead),
+		Excluded: h.Excluded,
 	}
 	for i, r := range h.Incomplete {
 		j.Incomplete[i] = headReasonJSON{Code: r.Code, Path: r.Path}
@@ -166,7 +185,7 @@ func (h *Head) toJSON() *headJSON {
 
 func (j *headJSON) fromJSON() (*Head, error) {
 	h := &Head{Kind: j.Kind, SessionID: j.SessionID, KeyID: j.KeyID, Alg: j.Alg, Seq: j.Seq,
-		Count: j.Count, AppliedCount: j.AppliedCount, Complete: j.Complete}
+		Count: j.Count, AppliedCount: j.AppliedCount, Complete: j.Complete, Excluded: j.Excluded}
 	var err error
 	if h.Launch, err = parseHex("launch digest", j.Launch); err != nil {
 		return nil, err
@@ -208,6 +227,9 @@ func (h *Head) validate() error {
 		if !bytes.Equal(h.Root, h.AppliedRoot) || h.Count != h.AppliedCount {
 			return errors.New("checkpoint head whose applied change set is not its change set")
 		}
+		if h.Excluded != nil {
+			return errors.New("checkpoint head with excluded subtrees")
+		}
 	default:
 		return fmt.Errorf("unknown head kind %q", h.Kind)
 	}
@@ -228,6 +250,14 @@ func (h *Head) validate() error {
 	}
 	if h.Complete != (len(h.Incomplete) == 0) {
 		return fmt.Errorf("complete is %t with %d reasons", h.Complete, len(h.Incomplete))
+	}
+	for i, p := range h.Excluded {
+		if err := p.Valid(); err != nil {
+			return fmt.Errorf("excluded: %w", err)
+		}
+		if i > 0 && h.Excluded[i-1] >= p {
+			return fmt.Errorf("excluded paths %q and %q not sorted and unique", string(h.Excluded[i-1]), string(p))
+		}
 	}
 	for i := range h.Incomplete {
 		if h.Incomplete[i].Detail != "" {
@@ -319,5 +349,5 @@ func (h *Head) Equal(o *Head) bool {
 		h.KeyID == o.KeyID && h.Alg == o.Alg && h.Seq == o.Seq && bytes.Equal(h.Root, o.Root) &&
 		h.Count == o.Count && bytes.Equal(h.AppliedRoot, o.AppliedRoot) && h.AppliedCount == o.AppliedCount &&
 		h.Complete == o.Complete && sameReasons(h.Incomplete, o.Incomplete) &&
-		bytes.Equal(h.CheckpointHead, o.CheckpointHead)
+		bytes.Equal(h.CheckpointHead, o.CheckpointHead) && slices.Equal(h.Excluded, o.Excluded)
 }

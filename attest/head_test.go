@@ -108,6 +108,8 @@ func TestHeadStrict(t *testing.T) {
 		{"count not decimal string", `"count":"8"`, `"count":8`},
 		{"uppercase root", `"root":"`, `"root":"A`},
 		{"short launch", `"launch_sha256":"`, `"launch_sha256":"00`},
+		{"excluded unsorted", `]}}`, `],"excluded":["b","a"]}}`},
+		{"excluded invalid", `]}}`, `],"excluded":["a/../b"]}}`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if !strings.Contains(p, c.old) {
@@ -145,6 +147,7 @@ func TestHeadTamper(t *testing.T) {
 		"launch":        func(h *Head) { h.Launch = digest("x") },
 		"reasons":       func(h *Head) { h.Incomplete = h.Incomplete[:1] },
 		"checkpoint":    func(h *Head) { h.CheckpointHead = digest("x") },
+		"excluded":      func(h *Head) { h.Excluded = []Path{"node_modules"} },
 	} {
 		o := *h
 		f(&o)
