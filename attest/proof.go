@@ -231,13 +231,7 @@ func VerifyBundle(file []byte, pub ed25519.PublicKey) (*Proven, error) {
 	if err := b.claim(p); err != nil {
 		return nil, err
 	}
-	p.Covering = covering(h.Incomplete, b.Path)
-	for _, x := range h.Excluded {
-		if related(b.Path, x) {
-			p.Excluded = x
-			break
-		}
-	}
+	p.Covering, p.Excluded = h.Covers(b.Path)
 	if !p.Holds() {
 		return p, fmt.Errorf("%w: the statement did not examine everything at or around %q", ErrIncomplete, b.Path.String())
 	}
@@ -280,15 +274,23 @@ func (b *Bundle) claim(p *Proven) error {
 	return nil
 }
 
-// covering returns the reasons of rs that cover p.
-func covering(rs []Reason, p Path) []Reason {
-	var out []Reason
-	for _, r := range rs {
+// Covers returns the reasons of h that cover path p: those on p, an
+// ancestor or a descendant of it, and those that cover the whole walk
+// (no path, no mount IDs, a budget or limit that cut the walk short);
+// and the excluded subtree that holds p or lies under it ("" when none).
+// With either, the head's change set does not settle what happened at p.
+func (h *Head) Covers(p Path) (reasons []Reason, excluded Path) {
+	for _, r := range h.Incomplete {
 		if r.Path == "" || r.Code == NoMountID || r.Code.Cut() || related(p, r.Path) {
-			out = append(out, r)
+			reasons = append(reasons, r)
 		}
 	}
-	return out
+	for _, x := range h.Excluded {
+		if related(p, x) {
+			return reasons, x
+		}
+	}
+	return reasons, ""
 }
 
 // related reports whether a and b are the same path or one holds the other.
