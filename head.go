@@ -1,11 +1,17 @@
 package layerseal
 
 import (
+	"errors"
 	"fmt"
 	"os"
 
 	"github.com/layerseal/layerseal/attest"
 )
+
+// ErrHeadNotWritten is wrapped by an error that says a statement was
+// written but its signed head was not: nothing else is lost, but proofs of
+// single paths need the head.
+var ErrHeadNotWritten = errors.New("the statement is written, but not its signed head, which proofs of single paths need")
 
 // writeHead signs h with key and writes it to path with write. A head is
 // written after the artifact it heads, so a failure here loses nothing:

@@ -541,7 +541,7 @@ func (s *session) finish(id string, res nsrun.Result, lostEnd bool) (*RunResult,
 		s.log("keeping a copy of the statement in the state dir: %v", err)
 	}
 	if err := writeHead(s.cfg.Key, attest.HeadOf(st), filepath.Join(s.out, attest.HeadFile(StatementFile)), writeFileAtomic); err != nil {
-		s.log("the statement is written, but not its signed head, which proofs of single paths need: %v", err)
+		s.log("%v: %v", ErrHeadNotWritten, err)
 	}
 	out.Statement = st
 	if out.Applied, err = s.settle(b, st, excluded); err != nil || !out.Applied {

@@ -334,11 +334,8 @@ func parseHeadPayload(payload []byte) (*Head, error) {
 	if err := h.validate(); err != nil {
 		return nil, malformed("head: %v", err)
 	}
-	if name := it.Subject[0].Name; name != StatementSubject {
-		return nil, malformed("head: subject name %q, want %q", name, StatementSubject)
-	}
-	if it.Subject[0].Digest.SHA256 != hex.EncodeToString(h.Root) {
-		return nil, ErrNotVerified
+	if err := checkSubject(it.Subject[0], "head", h.Root); err != nil {
+		return nil, err
 	}
 	return h, nil
 }

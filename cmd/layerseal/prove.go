@@ -54,7 +54,7 @@ func proveCommand() *cli.Command {
 			headFile := filepath.Join(out, attest.HeadFile(attest.StatementFile))
 			headEnv, err := attest.ReadArtifact(headFile)
 			if err != nil {
-				return exitWith(exitFailed, fmt.Errorf("prove: %w; a run writes the statement's signed head beside it (a run of an older layerseal, or `recover`, does not)", err))
+				return exitWith(exitFailed, fmt.Errorf("prove: %w; a run (or `recover`) writes the statement's signed head beside it; a run of an older layerseal did not", err))
 			}
 			pr, err := attest.NewProver(st, headEnv)
 			if err != nil {
