@@ -296,7 +296,7 @@ func prepareOut(out string) (string, error) {
 		return "", fmt.Errorf("output dir %q: %w", out, unwrapPath(err))
 	}
 	abs = evalOrSelf(abs)
-	for _, name := range []string{LaunchFile, StatementFile} {
+	for _, name := range []string{LaunchFile, StatementFile, attest.HeadFile(StatementFile)} {
 		if _, err := os.Lstat(filepath.Join(abs, name)); err == nil {
 			return "", fmt.Errorf("output dir %q already holds %s of another session", out, name)
 		}
