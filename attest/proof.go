@@ -11,8 +11,9 @@ import (
 // BundleFormat is the format tag of a proof bundle.
 const BundleFormat = "https://layerseal.dev/proof/v1"
 
-// MaxBundleSize bounds a proof bundle file.
-const MaxBundleSize = MaxHeadSize + 1<<20
+// MaxBundleSize bounds a proof bundle file: room for a head of
+// MaxHeadSize in base64 and for two entries with their xattrs.
+const MaxBundleSize = 2*MaxHeadSize + 4<<20
 
 // The kinds of proof bundle.
 const (
@@ -361,7 +362,11 @@ func (pr *Prover) Prove(path Path, applied bool) ([]byte, error) {
 		}
 		b.Leaves = append(b.Leaves, ProofLeaf{Index: uint64(j), Entry: es[j], Inclusion: proof})
 	}
-	return b.Marshal()
+	out, err := b.Marshal()
+	if err == nil && len(out) > MaxBundleSize {
+		return nil, fmt.Errorf("prove %q: a bundle of %d bytes is larger than the %d a verifier reads", path.String(), len(out), MaxBundleSize)
+	}
+	return out, err
 }
 
 // Prove returns the bundle file of path in st (see Prover.Prove).
