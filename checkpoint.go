@@ -118,7 +118,7 @@ func (c *checkpointer) take() (*CheckpointResult, error) {
 	}
 	c.probe, c.head = idx, sha(env)
 	var headProblem string
-	if err := writeHead(c.key, attest.HeadOfCheckpointOf(&cp), attest.HeadFile(file), writeUnsynced); err != nil {
+	if err := writeHead(c.key, attest.HeadOfCheckpoint(&cp), attest.HeadFile(file), writeUnsynced); err != nil {
 		headProblem = fmt.Sprintf("checkpoint %d is written, but not its signed head: %v", cp.Seq, err)
 	}
 	if list != nil {

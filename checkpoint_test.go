@@ -627,7 +627,7 @@ func TestCheckpointHead(t *testing.T) {
 		if err != nil {
 			t.Fatalf("head of checkpoint %d: %v", seq, err)
 		}
-		if !h.Equal(attest.HeadOfCheckpointOf(c)) {
+		if !h.Equal(attest.HeadOfCheckpoint(c)) {
 			t.Fatalf("head of checkpoint %d is not the checkpoint's", seq)
 		}
 	}

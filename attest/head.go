@@ -22,8 +22,8 @@ const AlgEd25519 = "ed25519"
 
 // The kinds of artifact a head is the head of.
 const (
-	HeadOfStatement  = "statement"
-	HeadOfCheckpoint = "checkpoint"
+	HeadKindStatement  = "statement"
+	HeadKindCheckpoint = "checkpoint"
 )
 
 // HeadFile is the file name of the head beside a statement or checkpoint
@@ -39,8 +39,9 @@ func HeadFile(file string) string {
 // Head is the small signed summary of a statement or a checkpoint: what a
 // proof of one path is checked against. It commits to the change set
 // through its Merkle root and size and lists no entry, so it discloses no
-// path other than those of its reasons. It is derived with HeadOf or
-// HeadOfCheckpointOf from an artifact that verified, and signed with the
+// changed path but those of its reasons (and the user's own excluded
+// subtrees, which are policy, not changes). It is derived with HeadOf or
+// HeadOfCheckpoint from an artifact that verified, and signed with the
 // session's key by SignHead.
 //
 // A head's envelope file is a DSSE envelope like a statement's (see
@@ -83,7 +84,7 @@ func HeadFile(file string) string {
 // whether a reason covers the path proven. The envelope file is this
 // canonical JSON followed by one newline, as for every artifact.
 type Head struct {
-	Kind         string // HeadOfStatement or HeadOfCheckpoint
+	Kind         string // HeadKindStatement or HeadKindCheckpoint
 	SessionID    string
 	Launch       []byte
 	KeyID        string
@@ -138,7 +139,7 @@ func headReasons(rs []Reason) []Reason {
 // SignStatement signed).
 func HeadOf(st *Statement) *Head {
 	return &Head{
-		Kind: HeadOfStatement, SessionID: st.SessionID, Launch: clone(st.Launch), KeyID: st.KeyID, Alg: AlgEd25519,
+		Kind: HeadKindStatement, SessionID: st.SessionID, Launch: clone(st.Launch), KeyID: st.KeyID, Alg: AlgEd25519,
 		Root: clone(st.Root), Count: st.Count, AppliedRoot: clone(st.AppliedRoot), AppliedCount: st.AppliedCount,
 		Complete: st.Complete, Incomplete: headReasons(st.Incomplete), CheckpointHead: clone(st.CheckpointHead),
 		Excluded: excludedPaths(st.Excluded),
@@ -153,11 +154,11 @@ func excludedPaths(xs []Excluded) []Path {
 	return out
 }
 
-// HeadOfCheckpointOf returns the head of c, a checkpoint that verified (or
+// HeadOfCheckpoint returns the head of c, a checkpoint that verified (or
 // that CheckpointLog.Append signed).
-func HeadOfCheckpointOf(c *Checkpoint) *Head {
+func HeadOfCheckpoint(c *Checkpoint) *Head {
 	return &Head{
-		Kind: HeadOfCheckpoint, SessionID: c.SessionID, Launch: clone(c.Launch), KeyID: c.KeyID, Alg: AlgEd25519,
+		Kind: HeadKindCheckpoint, SessionID: c.SessionID, Launch: clone(c.Launch), KeyID: c.KeyID, Alg: AlgEd25519,
 		Seq: c.Seq, Root: clone(c.Root), Count: c.Count, AppliedRoot: clone(c.Root), AppliedCount: c.Count,
 		Complete: c.Complete, Incomplete: headReasons(c.Incomplete), CheckpointHead: clone(c.Log.Root),
 	}
@@ -210,14 +211,14 @@ func (j *headJSON) fromJSON() (*Head, error) {
 // validate checks the values of h.
 func (h *Head) validate() error {
 	switch h.Kind {
-	case HeadOfStatement:
+	case HeadKindStatement:
 		if h.Seq != 0 {
 			return fmt.Errorf("statement head with seq %d", h.Seq)
 		}
 		if h.CheckpointHead != nil && len(h.CheckpointHead) != 32 {
 			return fmt.Errorf("checkpoint head of %d bytes", len(h.CheckpointHead))
 		}
-	case HeadOfCheckpoint:
+	case HeadKindCheckpoint:
 		if h.Seq == 0 {
 			return errors.New("checkpoint head without a seq")
 		}
@@ -272,7 +273,7 @@ func (h *Head) validate() error {
 
 // SignHead sets h.KeyID to the signer's key ID, checks h, and returns the
 // envelope file bytes of the signed head. h is normally HeadOf or
-// HeadOfCheckpointOf of an artifact the same signer signed.
+// HeadOfCheckpoint of an artifact the same signer signed.
 func SignHead(s *Signer, h *Head) ([]byte, error) {
 	if s == nil {
 		return nil, errors.New("sign head: no signer")

@@ -32,7 +32,7 @@ func TestHeadRoundTrip(t *testing.T) {
 	if !h.Equal(HeadOf(st)) {
 		t.Fatalf("verified head %+v is not HeadOf the statement", h)
 	}
-	if h.Kind != HeadOfStatement || h.Alg != AlgEd25519 || h.Count != st.Count || h.Complete {
+	if h.Kind != HeadKindStatement || h.Alg != AlgEd25519 || h.Count != st.Count || h.Complete {
 		t.Fatalf("head %+v", h)
 	}
 	// No path but a reason's: the statement's other paths are absent.
@@ -52,7 +52,7 @@ func TestHeadRoundTrip(t *testing.T) {
 	}
 }
 
-func TestHeadOfCheckpoint(t *testing.T) {
+func TestHeadKindCheckpoint(t *testing.T) {
 	s := testSigner(t, 1)
 	launchEnv, _ := signedPair(t, s)
 	var log CheckpointLog
@@ -65,7 +65,7 @@ func TestHeadOfCheckpoint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	headEnv, err := SignHead(s, HeadOfCheckpointOf(c))
+	headEnv, err := SignHead(s, HeadOfCheckpoint(c))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +73,7 @@ func TestHeadOfCheckpoint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if h.Kind != HeadOfCheckpoint || h.Seq != 1 || !bytes.Equal(h.CheckpointHead, c.Log.Root) || !bytes.Equal(h.AppliedRoot, c.Root) {
+	if h.Kind != HeadKindCheckpoint || h.Seq != 1 || !bytes.Equal(h.CheckpointHead, c.Log.Root) || !bytes.Equal(h.AppliedRoot, c.Root) {
 		t.Fatalf("checkpoint head %+v", h)
 	}
 }

@@ -212,7 +212,7 @@ func VerifyBundle(file []byte, pub ed25519.PublicKey) (*Proven, error) {
 		}
 		return nil, err
 	}
-	if h.Kind != HeadOfStatement {
+	if h.Kind != HeadKindStatement {
 		return nil, malformed("bundle's head is the head of a %s, not of a statement", h.Kind)
 	}
 	root, size := h.Root, h.Count

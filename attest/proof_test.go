@@ -179,7 +179,7 @@ func TestBundleForgeries(t *testing.T) {
 	if _, err := log.Append(s, cp); err != nil {
 		t.Fatal(err)
 	}
-	cpHead, err := SignHead(s, HeadOfCheckpointOf(cp))
+	cpHead, err := SignHead(s, HeadOfCheckpoint(cp))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -232,7 +232,7 @@ func verifyHead(cmd *cli.Command, path string, env, pub []byte) error {
 		return exitWith(exitFailed, fmt.Errorf("%s: %w", path, err))
 	}
 	of, applied := "the statement", fmt.Sprintf(" (%d applied)", h.AppliedCount)
-	if h.Kind == attest.HeadOfCheckpoint {
+	if h.Kind == attest.HeadKindCheckpoint {
 		of, applied = fmt.Sprintf("checkpoint %d", h.Seq), ""
 	}
 	if cmd.Bool("json") {
