@@ -170,7 +170,11 @@ func TestBundleForgeries(t *testing.T) {
 	included := prove(t, st, head, "bin", false)
 	leaf2, _ := ParseBundle(prove(t, st, head, "dev/null2", false))
 	st2, head2 := proofSetup(t, s, session2, nil, sampleEntries()[1:], nil)
-	_ = st2
+	// A whole bundle of another session under the same key verifies, and
+	// says whose it is: a caller holding one session checks the id.
+	if got, err := VerifyBundle(prove(t, st2, head2, "bin", false), s.Public()); err != nil || got.Head.SessionID != session2 {
+		t.Fatalf("another session's own bundle: %+v, %v", got, err)
+	}
 	// A checkpoint of the same changes: the same root and count.
 	var log CheckpointLog
 	launchEnv, _ := SignLaunch(s, sampleLaunch(session1))
