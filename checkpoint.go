@@ -32,6 +32,9 @@ type CheckpointResult struct {
 	Complete  bool
 	Hashed    uint64 // bytes hashed by this checkpoint
 	Took      time.Duration
+	// HeadProblem says why the checkpoint's signed head (attest.HeadFile
+	// beside File) was not written; empty when it was.
+	HeadProblem string
 }
 
 // checkpointer takes a session's checkpoints while the agent runs. Its
@@ -114,6 +117,10 @@ func (c *checkpointer) take() (*CheckpointResult, error) {
 		return nil, c.broken
 	}
 	c.probe, c.head = idx, sha(env)
+	var headProblem string
+	if err := writeHead(c.key, attest.HeadOfCheckpoint(&cp), attest.HeadFile(file), writeUnsynced); err != nil {
+		headProblem = fmt.Sprintf("checkpoint %d is written, but not its signed head: %v", cp.Seq, err)
+	}
 	if list != nil {
 		c.lastFull, c.lastWhy = cp.Seq, cp.Incomplete
 		c.retry = rereadNeeded(cp.Incomplete)
@@ -125,7 +132,7 @@ func (c *checkpointer) take() (*CheckpointResult, error) {
 		}
 	}
 	return &CheckpointResult{Seq: cp.Seq, File: file, Unchanged: cp.Unchanged, Count: cp.Count,
-		Complete: cp.Complete, Hashed: hashed, Took: time.Since(start)}, nil
+		Complete: cp.Complete, Hashed: hashed, Took: time.Since(start), HeadProblem: headProblem}, nil
 }
 
 // walk reads the upper layer against the lower one as the final statement

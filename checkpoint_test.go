@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -577,7 +578,62 @@ func TestCheckpointWriteFailureEndsChain(t *testing.T) {
 		t.Errorf("final head is not checkpoint %d, the last written", first.Seq)
 	}
 	verifyDir(t, e.cp.dir, e.pub, int(first.Seq))
-	if names, _ := filepath.Glob(filepath.Join(e.cp.dir, "*.json")); len(names) != 1 {
-		t.Errorf("checkpoint files %v, want only the first", names)
+	if names, _ := filepath.Glob(filepath.Join(e.cp.dir, "*.json")); len(names) != 2 {
+		t.Errorf("checkpoint files %v, want only the first and its head", names)
+	}
+}
+
+// TestCheckpointHead: every checkpoint gets a signed head beside it, the
+// head of the checkpoint as it verifies; a head that cannot be written is
+// reported and costs neither the checkpoint nor the chain.
+func TestCheckpointHead(t *testing.T) {
+	e := newCPEnv(t)
+	e.write("a", "a")
+	e.settle()
+	if err := os.Mkdir(filepath.Join(e.cp.dir, attest.HeadFile(attest.CheckpointFile(2))), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for seq := uint64(1); seq <= 3; seq++ {
+		if seq > 1 {
+			e.write(fmt.Sprint(seq), "x")
+			e.settle()
+		}
+		res := e.take()
+		if res.Seq != seq {
+			t.Fatalf("checkpoint %d, want %d", res.Seq, seq)
+		}
+		if seq == 2 {
+			if !strings.Contains(res.HeadProblem, "checkpoint 2 is written, but not its signed head") {
+				t.Fatalf("head of checkpoint 2 written into a directory: problem %q", res.HeadProblem)
+			}
+			continue
+		}
+		if res.HeadProblem != "" {
+			t.Fatalf("checkpoint %d: %s", seq, res.HeadProblem)
+		}
+		env, err := os.ReadFile(res.File)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := attest.VerifyCheckpoint(env, e.pub)
+		if err != nil {
+			t.Fatal(err)
+		}
+		headEnv, err := os.ReadFile(filepath.Join(e.cp.dir, attest.HeadFile(attest.CheckpointFile(seq))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := attest.VerifyHead(headEnv, e.pub)
+		if err != nil {
+			t.Fatalf("head of checkpoint %d: %v", seq, err)
+		}
+		if !h.Equal(attest.HeadOfCheckpoint(c)) {
+			t.Fatalf("head of checkpoint %d is not the checkpoint's", seq)
+		}
+	}
+	verifyDir(t, e.cp.dir, e.pub, 3)
+	// The heads beside the checkpoints are no stray checkpoints.
+	if envs, err := attest.ReadChainDir(e.cp.dir); err != nil || len(envs) != 3 {
+		t.Fatalf("ReadChainDir beside heads: %d checkpoints, %v", len(envs), err)
 	}
 }

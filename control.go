@@ -138,6 +138,9 @@ func (c *checkpoints) take(why string) (*CheckpointResult, error) {
 		state += ", incomplete"
 	}
 	c.log("checkpoint %d (%s): %d change(s), %s, %s", res.Seq, why, res.Count, state, res.Took.Round(time.Millisecond))
+	if res.HeadProblem != "" {
+		c.log("%s", res.HeadProblem)
+	}
 	return res, nil
 }
 

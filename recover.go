@@ -19,7 +19,9 @@ import (
 // the launched policy, sweeps protected paths, and signs a statement that
 // is incomplete with attest.UnobservedEnd. It writes the statement to the
 // output dir and leaves the change set staged for `diff`, `apply` and
-// `discard`. A session that already has a statement is refused.
+// `discard`, and the statement's signed head beside the statement (when
+// only that fails, it returns the statement with an error wrapping
+// ErrHeadNotWritten). A session that already has a statement is refused.
 func (s *Store) Recover(out string, key *attest.Signer) (*attest.Statement, error) {
 	if key == nil {
 		return nil, errors.New("no signing key")
@@ -104,6 +106,9 @@ func (s *Store) Recover(out string, key *attest.Signer) (*attest.Statement, erro
 	}
 	if err := writeFileAtomic(filepath.Join(abs, StatementFile), b, 0o644); err != nil {
 		return nil, err
+	}
+	if err := writeHead(key, attest.HeadOf(st), filepath.Join(abs, attest.HeadFile(StatementFile)), writeFileAtomic); err != nil {
+		return st, fmt.Errorf("%w: %v", ErrHeadNotWritten, err)
 	}
 	return st, nil
 }

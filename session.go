@@ -296,7 +296,7 @@ func prepareOut(out string) (string, error) {
 		return "", fmt.Errorf("output dir %q: %w", out, unwrapPath(err))
 	}
 	abs = evalOrSelf(abs)
-	for _, name := range []string{LaunchFile, StatementFile} {
+	for _, name := range []string{LaunchFile, StatementFile, attest.HeadFile(StatementFile)} {
 		if _, err := os.Lstat(filepath.Join(abs, name)); err == nil {
 			return "", fmt.Errorf("output dir %q already holds %s of another session", out, name)
 		}
@@ -539,6 +539,9 @@ func (s *session) finish(id string, res nsrun.Result, lostEnd bool) (*RunResult,
 	}
 	if err := writeFileAtomic(filepath.Join(string(s.dir), StatementFile), b, 0o600); err != nil {
 		s.log("keeping a copy of the statement in the state dir: %v", err)
+	}
+	if err := writeHead(s.cfg.Key, attest.HeadOf(st), filepath.Join(s.out, attest.HeadFile(StatementFile)), writeFileAtomic); err != nil {
+		s.log("%v: %v", ErrHeadNotWritten, err)
 	}
 	out.Statement = st
 	if out.Applied, err = s.settle(b, st, excluded); err != nil || !out.Applied {

@@ -93,8 +93,12 @@ func (s *Store) Session(ref string) (*SessionInfo, error) {
 // info reads what a session's state dir says of it.
 func (s *Store) info(d sessionDir, r sessionRecord) SessionInfo {
 	info := SessionInfo{ID: r.ID, Workspace: r.Workspace, Out: r.Out, Started: r.Started}
-	cps, _ := filepath.Glob(filepath.Join(r.Out, CheckpointDir, "[0-9]*.json"))
-	info.Checkpoints = len(cps)
+	cps, _ := os.ReadDir(filepath.Join(r.Out, CheckpointDir))
+	for _, e := range cps {
+		if attest.LooksLikeCheckpoint(e.Name()) {
+			info.Checkpoints++
+		}
+	}
 	live := s.running(r.ID)
 	if !live {
 		if conn, err := dialControl(d); err == nil {

@@ -487,11 +487,8 @@ func parseCheckpointPayload(payload []byte) (*Checkpoint, error) {
 	if err := c.validate(); err != nil {
 		return nil, malformed("checkpoint: %v", err)
 	}
-	if name := it.Subject[0].Name; name != StatementSubject {
-		return nil, malformed("checkpoint: subject name %q, want %q", name, StatementSubject)
-	}
-	if it.Subject[0].Digest.SHA256 != hex.EncodeToString(c.Root) {
-		return nil, ErrNotVerified
+	if err := checkSubject(it.Subject[0], "checkpoint", c.Root); err != nil {
+		return nil, err
 	}
 	return c, nil
 }

@@ -3,7 +3,9 @@ package attest
 import (
 	"bytes"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/go-json-experiment/json"
@@ -50,9 +52,26 @@ func (w *appendWriter) Write(p []byte) (int, error) {
 // duplicate names, invalid UTF-8 and trailing data.
 func strictJSON(b []byte, v any, what string) error {
 	if err := json.Unmarshal(b, v, decodeOptions); err != nil {
-		return malformed("decode %s: %v", what, err)
+		return malformed("decode %s: %s", what, jsonProblem(err))
 	}
 	return nil
+}
+
+// jsonProblem says what a decoding error found, in the input's terms
+// rather than the decoder's (no Go type names).
+func jsonProblem(err error) string {
+	var se *json.SemanticError
+	if errors.As(err, &se) {
+		at := se.JSONPointer
+		if at == "" {
+			at = "/"
+		}
+		if se.Err != nil {
+			return fmt.Sprintf("at %q: %v", string(at), se.Err)
+		}
+		return fmt.Sprintf("at %q: a JSON %v is not what belongs there", string(at), se.JSONKind)
+	}
+	return strings.TrimPrefix(err.Error(), "jsontext: ")
 }
 
 // canonicalCheck requires b to be the canonical encoding of v (followed by

@@ -21,6 +21,12 @@
 // an RFC 6962 Merkle tree over their leaf encodings ([Entry.MarshalLeaf]),
 // sorted by path bytes.
 //
+// A statement's or checkpoint's signed [Head] ([HeadOf], [SignHead],
+// [VerifyHead]) commits to its change set without listing it; a [Prover]
+// makes a proof bundle of one path against it (an inclusion proof of its
+// entry, or an absence proof by its adjacent leaves), which [VerifyBundle]
+// checks with the public key alone.
+//
 // Every value has exactly one valid encoding: paths and other byte strings
 // use the text form documented at [Path.MarshalText], and decoding is strict
 // (see [VerifyStatement]). Verification fails with an error that is either

@@ -98,3 +98,54 @@ func ExampleVerifySession() {
 		fmt.Println(err)
 	}
 }
+
+// Sign a statement's head, prove one path changed and another did not,
+// and check both bundles with the public key alone.
+func ExampleProver() {
+	signer, _ := attest.NewSigner(ed25519.NewKeyFromSeed(make([]byte, ed25519.SeedSize)))
+	launchDigest := sha256.Sum256([]byte("the launch record's envelope file"))
+	sum := sha256.Sum256([]byte("hello\n"))
+	st := &attest.Statement{
+		SessionID: "0123456789abcdef0123456789abcdef",
+		Launch:    launchDigest[:],
+		Workspace: "/home/dev/proj",
+		Entries: []attest.Entry{
+			{Path: "a.txt", Change: attest.Added, New: &attest.State{Type: attest.File, Mode: 0o644, Size: 6, SHA256: sum[:]}},
+			{Path: "src/main.go", Change: attest.Added, New: &attest.State{Type: attest.File, Mode: 0o644, Size: 6, SHA256: sum[:]}},
+		},
+		Ended: time.Date(2025, 1, 2, 3, 9, 0, 0, time.UTC),
+	}
+	if _, err := attest.SignStatement(signer, st); err != nil {
+		fmt.Println(err)
+		return
+	}
+	headEnv, err := attest.SignHead(signer, attest.HeadOf(st))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	pr, err := attest.NewProver(st, headEnv)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, p := range []attest.Path{"src/main.go", "deploy/prod.yaml"} {
+		bundle, err := pr.Prove(p, false)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		got, err := attest.VerifyBundle(bundle, signer.Public())
+		switch {
+		case err != nil: // ErrNotVerified, ErrMalformed, or ErrIncomplete with got
+			fmt.Println(err)
+		case got.Kind == attest.Inclusion:
+			fmt.Println(got.Path, got.Entry.Change)
+		default:
+			fmt.Println(got.Path, "unchanged, between", got.Neighbours[0].Path, "and", got.Neighbours[1].Path)
+		}
+	}
+	// Output:
+	// src/main.go added
+	// deploy/prod.yaml unchanged, between a.txt and src/main.go
+}

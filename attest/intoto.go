@@ -1,6 +1,7 @@
 package attest
 
 import (
+	"encoding/hex"
 	"fmt"
 
 	"github.com/go-json-experiment/json"
@@ -80,4 +81,17 @@ func makeInToto[P any](name, digest, ptype string, pred P, hint int) (roomy []by
 		return nil, fmt.Errorf("encode statement: %w", err)
 	}
 	return w.b, nil
+}
+
+// checkSubject requires the one subject of a statement, a checkpoint or a
+// head to be named StatementSubject with their Merkle root as its digest:
+// another name is malformed, another digest not verified.
+func checkSubject(s subject, what string, root []byte) error {
+	if s.Name != StatementSubject {
+		return malformed("%s: subject name %q, want %q", what, s.Name, StatementSubject)
+	}
+	if s.Digest.SHA256 != hex.EncodeToString(root) {
+		return ErrNotVerified
+	}
+	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 // The files of a session's output directory: its launch record, its final
@@ -20,6 +21,14 @@ const (
 // CheckpointFile is the file name of checkpoint seq: 000001.json,
 // 000002.json, …
 func CheckpointFile(seq uint64) string { return fmt.Sprintf("%06d.json", seq) }
+
+// LooksLikeCheckpoint reports whether a file name in CheckpointDir names
+// a checkpoint ([0-9]*.json) rather than something beside one, such as
+// its head (HeadFile).
+func LooksLikeCheckpoint(name string) bool {
+	ok, _ := filepath.Match("[0-9]*.json", name)
+	return ok && !strings.HasSuffix(name, ".head.json")
+}
 
 // MaxArtifactSize bounds what ReadArtifact reads of one file: more than
 // any statement, checkpoint or launch record a verifier accepts.
@@ -44,7 +53,7 @@ func ReadArtifact(path string) ([]byte, error) {
 }
 
 // ReadChainDir reads every checkpoint file of dir in order, for
-// VerifyChain: the names that look like checkpoints ([0-9]*.json) must be
+// VerifyChain: the names that look like checkpoints (LooksLikeCheckpoint) must be
 // exactly CheckpointFile(1) up to CheckpointFile(n). A gap, a stray name
 // or a file that cannot be read is an error wrapping ErrChain. A missing
 // dir is an empty chain.
@@ -58,7 +67,7 @@ func ReadChainDir(dir string) ([][]byte, error) {
 	}
 	var names []string
 	for _, e := range ents {
-		if ok, _ := filepath.Match("[0-9]*.json", e.Name()); ok {
+		if LooksLikeCheckpoint(e.Name()) {
 			names = append(names, e.Name())
 		}
 	}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"crypto/ed25519"
 	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 )
 
@@ -123,11 +122,8 @@ func parseStatementPayload(payload []byte) (*Statement, error) {
 	if err := st.validate(); err != nil {
 		return nil, malformed("statement: %v", err)
 	}
-	if name := it.Subject[0].Name; name != StatementSubject {
-		return nil, malformed("statement: subject name %q, want %q", name, StatementSubject)
-	}
-	if it.Subject[0].Digest.SHA256 != hex.EncodeToString(st.Root) {
-		return nil, ErrNotVerified
+	if err := checkSubject(it.Subject[0], "statement", st.Root); err != nil {
+		return nil, err
 	}
 	return st, nil
 }

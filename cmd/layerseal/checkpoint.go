@@ -37,6 +37,9 @@ func checkpointCommand() *cli.Command {
 				state += ", INCOMPLETE"
 			}
 			fmt.Printf("checkpoint %d: %s\t%s\n", res.Seq, state, res.File)
+			if res.HeadProblem != "" {
+				fmt.Fprintf(os.Stderr, "layerseal: %s\n", res.HeadProblem)
+			}
 			return nil
 		},
 	}

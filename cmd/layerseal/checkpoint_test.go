@@ -164,7 +164,21 @@ func TestCheckpointEveryInterval(t *testing.T) {
 	if code, log := e.run(out, "echo hi > f; sleep 2", "--checkpoint-every", "300ms"); code != 0 {
 		t.Fatalf("run: exit %d\n%s", code, log)
 	}
-	names, _ := filepath.Glob(filepath.Join(out, "checkpoints", "*.json"))
+	all, _ := filepath.Glob(filepath.Join(out, "checkpoints", "*.json"))
+	var names []string
+	for _, n := range all {
+		if attest.LooksLikeCheckpoint(filepath.Base(n)) {
+			names = append(names, n)
+		}
+	}
+	for _, n := range names {
+		if _, err := os.Stat(filepath.Join(filepath.Dir(n), attest.HeadFile(filepath.Base(n)))); err != nil {
+			t.Errorf("no head beside %s: %v", n, err)
+		}
+	}
+	if len(all) != 2*len(names) {
+		t.Errorf("%d checkpoints, %d files: not one head beside each", len(names), len(all))
+	}
 	if len(names) < 3 {
 		t.Fatalf("%d checkpoints in 2 s at 300ms", len(names))
 	}

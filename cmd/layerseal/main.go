@@ -69,6 +69,7 @@ func runCLI(ctx context.Context, args []string) int {
 			keygenCommand(),
 			runCommand(),
 			verifyCommand(),
+			proveCommand(),
 			showCommand(),
 			applyCommand(),
 			diffCommand(),

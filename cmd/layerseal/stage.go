@@ -182,7 +182,9 @@ func recoverCommand() *cli.Command {
 			}
 			out := cmd.Args().First()
 			st, err := storeOf(cmd).Recover(out, key)
-			if err != nil {
+			if errors.Is(err, layerseal.ErrHeadNotWritten) {
+				fmt.Fprintf(os.Stderr, "layerseal: %s\n", printable(err.Error()))
+			} else if err != nil {
 				return exitWith(exitFailed, err)
 			}
 			fmt.Fprintf(os.Stderr, "layerseal: recovered %d change(s), %s; statement %s/%s\n", len(st.Entries), completeness(st), out, layerseal.StatementFile)

@@ -445,6 +445,12 @@ func TestRecoverAfterSupervisorKilled(t *testing.T) {
 	if code, stdout, stderr := e.cli("verify", "--key", e.pub, "--launch", filepath.Join(out, "launch.json"), statement); code != 2 || !strings.Contains(stdout+stderr, "unobserved-end") {
 		t.Errorf("verify after recover: exit %d, want 2 with unobserved-end\n%s%s", code, stdout, stderr)
 	}
+	// recover writes the statement's head too: a proof holds, with exit 2
+	// (unobserved-end covers every path).
+	e.mustCLI(0, "prove", "--out", filepath.Join(e.dir, "new.proof"), out, "new.txt")
+	if code, stdout, stderr := e.cli("verify", "--key", e.pub, filepath.Join(e.dir, "new.proof")); code != 2 || !strings.Contains(stdout, "new.txt changed (added)") {
+		t.Errorf("verify of a bundle after recover: exit %d, want 2\n%s%s", code, stdout, stderr)
+	}
 	if msg := e.mustCLI(1, "recover", "--key", e.key, "--state-dir", e.state, out); !strings.Contains(msg, "already has a statement") {
 		t.Errorf("second recover: %s", msg)
 	}

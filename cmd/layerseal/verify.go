@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -17,8 +18,8 @@ import (
 func verifyCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "verify",
-		Usage:     "verify a statement, a checkpoint or a launch record offline: exit 0 complete, 2 incomplete, 1 not verified or malformed",
-		ArgsUsage: "STATEMENT|CHECKPOINT|LAUNCH",
+		Usage:     "verify a statement, a checkpoint, a launch record, a signed head or a proof bundle (from prove) offline: exit 0 complete (a bundle: holds), 2 incomplete (a bundle: holds, but the statement is incomplete where it matters), 1 not verified or malformed",
+		ArgsUsage: "STATEMENT|CHECKPOINT|LAUNCH|HEAD|BUNDLE",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "key", Usage: "public `KEY.pub` (from keygen)"},
 			&cli.StringFlag{Name: "launch", Usage: "the run's `launch.json`: also check the statement is bound to it"},
@@ -29,7 +30,7 @@ func verifyCommand() *cli.Command {
 		},
 		Action: func(_ context.Context, cmd *cli.Command) error {
 			if cmd.NArg() != 1 || cmd.String("key") == "" {
-				return usageErr("usage: layerseal verify --key KEY.pub [--launch launch.json] STATEMENT|CHECKPOINT|LAUNCH")
+				return usageErr("usage: layerseal verify --key KEY.pub [--launch launch.json] STATEMENT|CHECKPOINT|LAUNCH|HEAD|BUNDLE")
 			}
 			pub, err := loadPublicKey(cmd.String("key"))
 			if err != nil {
@@ -39,6 +40,12 @@ func verifyCommand() *cli.Command {
 			env, err := attest.ReadArtifact(path)
 			if err != nil {
 				return exitWith(exitFailed, err)
+			}
+			if bytes.HasPrefix(env, []byte(`{"format":`)) {
+				return verifyBundle(cmd, path, env, pub)
+			}
+			if _, err := attest.ReadHead(env); err == nil {
+				return verifyHead(cmd, path, env, pub)
 			}
 			opts := attest.VerifyOptions{Checkpoints: cmd.String("checkpoints")}
 			if l := cmd.String("launch"); l != "" {
