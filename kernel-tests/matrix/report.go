@@ -73,9 +73,21 @@ var featureRows = []struct {
 func featureText(c *Column, mode string, get func(probe.Features) probe.Finding) string {
 	f, ok := c.Features[mode]
 	if !ok {
-		return "?"
+		return unknown(c, mode)
 	}
 	return string(get(f).Status)
+}
+
+// unknown is what a cell of mode says that the column has no finding
+// for: "-" when no suite ran in that mode there (the nostatx suites on
+// newer kernels), "?" when they ran and the finding is missing.
+func unknown(c *Column, mode string) string {
+	for k := range c.Cells {
+		if strings.HasPrefix(k, mode+" ") {
+			return "?"
+		}
+	}
+	return "-"
 }
 
 // lines builds the table: a header, the suites, the features, and what
@@ -129,7 +141,7 @@ func lines(cols []*Column) [][]string {
 			if v, ok := c.Reports[mode][key]; ok {
 				return v
 			}
-			return "?"
+			return unknown(c, mode)
 		}
 	}
 	add("session", "overlay options dropped", report("plain", "overlay-missing"))
