@@ -189,7 +189,7 @@ func prepare(cfg RunConfig) (*session, error) {
 	if attest.Within(s.ws, evalOrSelf(cfg.StateDir)) {
 		return nil, fmt.Errorf("workspace %q is inside the state dir %q", s.ws, cfg.StateDir)
 	}
-	if s.features, err = probe.Detect(); err != nil {
+	if s.features, err = detectFeatures(s.store.Dir()); err != nil {
 		return nil, err
 	}
 	if !s.features.Overlay.OK() {
