@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/layerseal/layerseal/internal/linux"
 	"github.com/moby/sys/mountinfo"
 	"golang.org/x/sys/unix"
 )
@@ -234,11 +235,15 @@ func (c *cgroup) killAll() {
 	case "cgroup.kill":
 		_ = os.WriteFile(filepath.Join(c.dir, "cgroup.kill"), []byte("1"), 0)
 	case "freeze":
+		w, _ := linux.WatchModify(filepath.Join(c.dir, "cgroup.events"))
 		_ = os.WriteFile(filepath.Join(c.dir, "cgroup.freeze"), []byte("1"), 0)
-		for end := time.Now().Add(time.Second); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+		for end := time.Now().Add(time.Second); time.Now().Before(end); waitEvents(w, time.Until(end)) {
 			if b, err := os.ReadFile(filepath.Join(c.dir, "cgroup.events")); err != nil || bytes.Contains(b, []byte("frozen 1")) {
 				break
 			}
+		}
+		if w != nil {
+			w.Close()
 		}
 		pids, _ := c.procs()
 		for _, pid := range pids {
@@ -257,10 +262,12 @@ func (c *cgroup) killAll() {
 // it. It reports an error when processes are still there after cgroupDrain.
 func (c *cgroup) destroy() error {
 	defer c.fd.Close()
-	for end := time.Now().Add(cgroupDrain); ; time.Sleep(10 * time.Millisecond) {
-		if !c.populated() {
-			break
-		}
+	// Watch before the first look, so a change after it wakes the wait.
+	w, _ := linux.WatchModify(filepath.Join(c.dir, "cgroup.events"))
+	if w != nil {
+		defer w.Close()
+	}
+	for end := time.Now().Add(cgroupDrain); c.populated(); waitEvents(w, time.Until(end)) {
 		if time.Now().After(end) {
 			pids, _ := c.procs()
 			return fmt.Errorf("processes %v are still in the agent's cgroup %q after %v", pids, c.dir, cgroupDrain)
@@ -274,4 +281,16 @@ func (c *cgroup) destroy() error {
 		}
 	}
 	return nil
+}
+
+// waitEvents waits until the leaf's cgroup.events changes (w) or left has
+// passed, but at most 100ms, after which the caller looks again and kills
+// anew what a fork may have added. Without a watch it sleeps 10ms.
+func waitEvents(w *linux.FileWatch, left time.Duration) {
+	left = max(min(left, 100*time.Millisecond), 0)
+	if w == nil {
+		time.Sleep(min(left, 10*time.Millisecond))
+		return
+	}
+	w.Wait(left)
 }
