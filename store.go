@@ -44,6 +44,8 @@ const (
 //	DIR/locks/*.lock              one flock'ed file per workspace in use
 //	DIR/locks/.guard              flock'ed while the locks are listed or taken
 //	DIR/pruning/ID                a session being removed by Prune
+//	DIR/kernel-features.json      the overlay trial mounts' findings for
+//	                              this boot (probe.DetectCached), 0600
 //
 // A session is named by its id or by its output dir (the newest session
 // written there).
