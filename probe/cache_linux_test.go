@@ -111,26 +111,22 @@ func TestDetectCachedRefusesBadCache(t *testing.T) {
 	privtest.Require(t)
 	boot := bootID()
 	valid := func(t *testing.T, path string) { write(t, path, encoded(t, forged(t, boot)), 0o600) }
+	// edited plants the forged cache changed by edit, root's and 0600.
+	edited := func(edit func(c *cache)) func(*testing.T, string) {
+		return func(t *testing.T, path string) {
+			c := forged(t, boot)
+			edit(&c)
+			write(t, path, encoded(t, c), 0o600)
+		}
+	}
 	for _, tc := range []struct {
 		name  string
 		plant func(t *testing.T, path string)
 	}{
 		{"valid (control: used)", valid},
-		{"other boot id", func(t *testing.T, path string) {
-			c := forged(t, boot)
-			c.BootID = "00000000-0000-4000-8000-000000000000"
-			write(t, path, encoded(t, c), 0o600)
-		}},
-		{"other kernel release", func(t *testing.T, path string) {
-			c := forged(t, boot)
-			c.KernelRelease += "-other"
-			write(t, path, encoded(t, c), 0o600)
-		}},
-		{"other overlay parameters", func(t *testing.T, path string) {
-			c := forged(t, boot)
-			c.OverlayParams = map[string]string{"metacopy": "Y"}
-			write(t, path, encoded(t, c), 0o600)
-		}},
+		{"other boot id", edited(func(c *cache) { c.BootID = "00000000-0000-4000-8000-000000000000" })},
+		{"other kernel release", edited(func(c *cache) { c.KernelRelease += "-other" })},
+		{"other overlay parameters", edited(func(c *cache) { c.OverlayParams = map[string]string{"metacopy": "Y"} })},
 		{"not owned by root", func(t *testing.T, path string) {
 			valid(t, path)
 			if err := os.Chown(path, 65534, 65534); err != nil {
@@ -190,16 +186,8 @@ func TestDetectCachedRefusesBadCache(t *testing.T) {
 		{"trailing data", func(t *testing.T, path string) {
 			write(t, path, append(encoded(t, forged(t, boot)), "{}\n"...), 0o600)
 		}},
-		{"other format", func(t *testing.T, path string) {
-			c := forged(t, boot)
-			c.Format = "layerseal-kernel-features/0"
-			write(t, path, encoded(t, c), 0o600)
-		}},
-		{"an option dropped", func(t *testing.T, path string) {
-			c := forged(t, boot)
-			c.OverlayOptions = c.OverlayOptions[1:]
-			write(t, path, encoded(t, c), 0o600)
-		}},
+		{"other format", edited(func(c *cache) { c.Format = "layerseal-kernel-features/0" })},
+		{"an option dropped", edited(func(c *cache) { c.OverlayOptions = c.OverlayOptions[1:] })},
 		{"bad status", func(t *testing.T, path string) {
 			b := bytes.Replace(encoded(t, forged(t, boot)), []byte(`"status":"no"`), []byte(`"status":"maybe"`), 1)
 			write(t, path, b, 0o600)
