@@ -23,6 +23,7 @@ import (
 const CacheFile = "kernel-features.json"
 
 // cacheFormat tags the cache file; a file with another tag is ignored.
+// Change it whenever the trials or what they record change.
 const cacheFormat = "layerseal-kernel-features/1"
 
 // bootIDFile names the current boot: a random UUID the kernel makes at boot.
@@ -229,7 +230,7 @@ func writeCache(path string, c cache) error {
 	}
 	dir := filepath.Dir(path)
 	var st unix.Stat_t
-	if err := unix.Lstat(dir, &st); err != nil {
+	if err := unix.Stat(dir, &st); err != nil {
 		return err
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFDIR || st.Uid != 0 || st.Mode&0o022 != 0 {
