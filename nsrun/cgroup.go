@@ -242,9 +242,7 @@ func (c *cgroup) killAll() {
 				break
 			}
 		}
-		if w != nil {
-			w.Close()
-		}
+		closeWatch(w)
 		pids, _ := c.procs()
 		for _, pid := range pids {
 			_ = unix.Kill(pid, unix.SIGKILL)
@@ -262,12 +260,17 @@ func (c *cgroup) killAll() {
 // it. It reports an error when processes are still there after cgroupDrain.
 func (c *cgroup) destroy() error {
 	defer c.fd.Close()
-	// Watch before the first look, so a change after it wakes the wait.
-	w, _ := linux.WatchModify(filepath.Join(c.dir, "cgroup.events"))
-	if w != nil {
-		defer w.Close()
-	}
-	for end := time.Now().Add(cgroupDrain); c.populated(); waitEvents(w, time.Until(end)) {
+	var w *linux.FileWatch
+	defer func() { closeWatch(w) }()
+	for end, watched := time.Now().Add(cgroupDrain), false; c.populated(); waitEvents(w, time.Until(end)) {
+		if !watched {
+			// Watched only when needed (the leaf is usually empty by now),
+			// and looked at again: a change after the watch wakes the wait.
+			watched = true
+			if w, _ = linux.WatchModify(filepath.Join(c.dir, "cgroup.events")); !c.populated() {
+				break
+			}
+		}
 		if time.Now().After(end) {
 			pids, _ := c.procs()
 			return fmt.Errorf("processes %v are still in the agent's cgroup %q after %v", pids, c.dir, cgroupDrain)
@@ -281,6 +284,15 @@ func (c *cgroup) destroy() error {
 		}
 	}
 	return nil
+}
+
+// closeWatch closes w, if any, in the background: closing an inotify
+// instance waits for an SRCU grace period (10-20 ms measured), which no
+// caller needs to wait for.
+func closeWatch(w *linux.FileWatch) {
+	if w != nil {
+		go w.Close()
+	}
 }
 
 // waitEvents waits until the leaf's cgroup.events changes (w) or left has

@@ -87,5 +87,7 @@ func (w *FileWatch) Wait(timeout time.Duration) bool {
 	}
 }
 
-// Close ends the watch.
+// Close ends the watch. The kernel makes it wait for an SRCU grace period
+// (10-20 ms measured), so callers that need not wait close in the
+// background.
 func (w *FileWatch) Close() error { return Close(w.fd) }
