@@ -9,7 +9,6 @@ import (
 	"github.com/layerseal/layerseal/attest"
 	"github.com/layerseal/layerseal/overlay"
 	"github.com/layerseal/layerseal/policy"
-	"github.com/layerseal/layerseal/probe"
 )
 
 // reader reads one session's upper layer against its lower layer (the
@@ -42,7 +41,7 @@ func newReader(upper, work, lower string, lowerDir *os.File, p attest.Policy, no
 // ws (opened as wsDir), under the launched policy p; the mount-ID
 // capability is probed.
 func sessionReader(d sessionDir, ws string, wsDir *os.File, p attest.Policy) (*reader, error) {
-	features, err := probe.Detect()
+	features, err := detectFeatures(d.stateDir())
 	if err != nil {
 		return nil, err
 	}

@@ -189,7 +189,12 @@ func prepare(cfg RunConfig) (*session, error) {
 	if attest.Within(s.ws, evalOrSelf(cfg.StateDir)) {
 		return nil, fmt.Errorf("workspace %q is inside the state dir %q", s.ws, cfg.StateDir)
 	}
-	if s.features, err = probe.Detect(); err != nil {
+	// Made now (as the first session would), so that the first run already
+	// keeps the kernel's features for the next.
+	if err := os.MkdirAll(s.store.Dir(), 0o700); err != nil {
+		return nil, fmt.Errorf("state dir %q: %w", cfg.StateDir, unwrapPath(err))
+	}
+	if s.features, err = detectFeatures(s.store.Dir()); err != nil {
 		return nil, err
 	}
 	if !s.features.Overlay.OK() {

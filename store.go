@@ -14,6 +14,7 @@ import (
 	"github.com/layerseal/layerseal/attest"
 	"github.com/layerseal/layerseal/internal/linux"
 	"github.com/layerseal/layerseal/overlay"
+	"github.com/layerseal/layerseal/probe"
 )
 
 // DefaultStateDir holds the upper layers of sessions; it must be on a
@@ -43,6 +44,8 @@ const (
 //	DIR/locks/*.lock              one flock'ed file per workspace in use
 //	DIR/locks/.guard              flock'ed while the locks are listed or taken
 //	DIR/pruning/ID                a session being removed by Prune
+//	DIR/kernel-features.json      the overlay trial mounts' findings for
+//	                              this boot (probe.DetectCached), 0600
 //
 // A session is named by its id or by its output dir (the newest session
 // written there).
@@ -86,6 +89,16 @@ type sessionDir string
 func (d sessionDir) upper() string  { return filepath.Join(string(d), "upper") }
 func (d sessionDir) work() string   { return filepath.Join(string(d), "work") }
 func (d sessionDir) record() string { return filepath.Join(string(d), "session.json") }
+
+// stateDir is the state dir holding d (DIR of DIR/sessions/ID).
+func (d sessionDir) stateDir() string { return filepath.Dir(filepath.Dir(string(d))) }
+
+// detectFeatures finds what the kernel offers, the overlay trial mounts
+// remembered for the rest of the boot in the state dir stateDir (see
+// probe.DetectCached).
+func detectFeatures(stateDir string) (probe.Features, error) {
+	return probe.DetectCached(filepath.Join(stateDir, probe.CacheFile))
+}
 
 func (s *Store) session(id string) sessionDir {
 	return sessionDir(filepath.Join(s.dir, "sessions", id))

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/layerseal/layerseal/internal/linux"
 	"github.com/moby/sys/mountinfo"
 	"golang.org/x/sys/unix"
 )
@@ -234,12 +235,14 @@ func (c *cgroup) killAll() {
 	case "cgroup.kill":
 		_ = os.WriteFile(filepath.Join(c.dir, "cgroup.kill"), []byte("1"), 0)
 	case "freeze":
+		w, _ := linux.WatchModify(filepath.Join(c.dir, "cgroup.events"))
 		_ = os.WriteFile(filepath.Join(c.dir, "cgroup.freeze"), []byte("1"), 0)
-		for end := time.Now().Add(time.Second); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+		for end := time.Now().Add(time.Second); time.Now().Before(end); waitEvents(w, time.Until(end)) {
 			if b, err := os.ReadFile(filepath.Join(c.dir, "cgroup.events")); err != nil || bytes.Contains(b, []byte("frozen 1")) {
 				break
 			}
 		}
+		closeWatch(w)
 		pids, _ := c.procs()
 		for _, pid := range pids {
 			_ = unix.Kill(pid, unix.SIGKILL)
@@ -257,9 +260,16 @@ func (c *cgroup) killAll() {
 // it. It reports an error when processes are still there after cgroupDrain.
 func (c *cgroup) destroy() error {
 	defer c.fd.Close()
-	for end := time.Now().Add(cgroupDrain); ; time.Sleep(10 * time.Millisecond) {
-		if !c.populated() {
-			break
+	var w *linux.FileWatch
+	defer func() { closeWatch(w) }()
+	for end, watched := time.Now().Add(cgroupDrain), false; c.populated(); waitEvents(w, time.Until(end)) {
+		if !watched {
+			// Watched only when needed (the leaf is usually empty by now),
+			// and looked at again: a change after the watch wakes the wait.
+			watched = true
+			if w, _ = linux.WatchModify(filepath.Join(c.dir, "cgroup.events")); !c.populated() {
+				break
+			}
 		}
 		if time.Now().After(end) {
 			pids, _ := c.procs()
@@ -274,4 +284,25 @@ func (c *cgroup) destroy() error {
 		}
 	}
 	return nil
+}
+
+// closeWatch closes w, if any, in the background: closing an inotify
+// instance waits for an SRCU grace period (10-20 ms measured), which no
+// caller needs to wait for.
+func closeWatch(w *linux.FileWatch) {
+	if w != nil {
+		go w.Close()
+	}
+}
+
+// waitEvents waits until the leaf's cgroup.events changes (w) or left has
+// passed, but at most 100ms, after which the caller looks again and kills
+// anew what a fork may have added. Without a watch it sleeps 10ms.
+func waitEvents(w *linux.FileWatch, left time.Duration) {
+	left = max(min(left, 100*time.Millisecond), 0)
+	if w == nil {
+		time.Sleep(min(left, 10*time.Millisecond))
+		return
+	}
+	w.Wait(left)
 }

@@ -169,30 +169,32 @@ func runInit() int {
 }
 
 // killAll kills every other process in the PID namespace and reaps them all,
-// returning how many it reaped. When some are still there after 200ms
-// (frozen by a cgroup v1 freezer, they ignore SIGKILL until thawed) it calls
-// stuck, once, and goes on waiting.
+// returning how many it reaped. It blocks in wait4 until the last one is
+// reaped (ECHILD), woken by each exit. When some are still there after
+// 200ms (frozen by a cgroup v1 freezer, they ignore SIGKILL until thawed)
+// it calls stuck, once, from another goroutine, and goes on waiting; it
+// returns only after stuck has returned.
 func killAll(stuck func()) int {
 	_ = unix.Kill(-1, unix.SIGKILL)
+	if stuck != nil {
+		called := make(chan struct{})
+		t := time.AfterFunc(200*time.Millisecond, func() { defer close(called); stuck() })
+		defer func() {
+			if !t.Stop() {
+				<-called
+			}
+		}()
+	}
 	n := 0
-	asked := stuck == nil
-	deadline := time.Now().Add(200 * time.Millisecond)
 	for {
-		p, err := unix.Wait4(-1, nil, unix.WNOHANG, nil)
+		_, err := unix.Wait4(-1, nil, 0, nil)
 		switch {
 		case errors.Is(err, unix.EINTR):
 			continue
 		case err != nil:
 			return n
-		case p > 0:
-			n++
-			continue
 		}
-		if !asked && time.Now().After(deadline) {
-			stuck()
-			asked = true
-		}
-		time.Sleep(5 * time.Millisecond)
+		n++
 	}
 }
 

@@ -34,19 +34,11 @@ func Detect() (Features, error) {
 // detect tries every feature; trialMounts says whether to try the overlay
 // items by mounting.
 func detect(trialMounts bool) Features {
-	f := Features{
-		KernelRelease:      kernelRelease(),
-		StatxMountID:       trialStatx(unix.STATX_MNT_ID),
-		StatxMountIDUnique: trialStatx(unix.STATX_MNT_ID_UNIQUE),
-		Openat2:            trialOpenat2(),
-	}
-	listed, listErr := overlayListed()
+	f := detectCheap()
 	if trialMounts {
-		trialOverlay(&f, PinnedOverlayOptions)
-		if f.Overlay.Status == No && listErr == nil && !listed {
-			f.Overlay.Detail += "; not listed in /proc/filesystems"
-		}
+		trialOverlayItems(&f)
 	} else {
+		listed, listErr := overlayListed()
 		switch {
 		case listErr != nil:
 			f.Overlay = Finding{Status: Unknown, Detail: "needs root; " + listErr.Error()}
@@ -61,6 +53,27 @@ func detect(trialMounts bool) Features {
 	// Read after the trial mounts, which may have loaded the module.
 	f.OverlayParams, f.OverlayParamsNote = overlayParams()
 	return f
+}
+
+// detectCheap tries the items that need no mount: the kernel release, statx
+// and openat2. They take microseconds, so they are tried at every start,
+// cache or not.
+func detectCheap() Features {
+	return Features{
+		KernelRelease:      kernelRelease(),
+		StatxMountID:       trialStatx(unix.STATX_MNT_ID),
+		StatxMountIDUnique: trialStatx(unix.STATX_MNT_ID_UNIQUE),
+		Openat2:            trialOpenat2(),
+	}
+}
+
+// trialOverlayItems sets the overlay items of f by trial mounts (as root).
+func trialOverlayItems(f *Features) {
+	listed, listErr := overlayListed()
+	trialOverlay(f, PinnedOverlayOptions)
+	if f.Overlay.Status == No && listErr == nil && !listed {
+		f.Overlay.Detail += "; not listed in /proc/filesystems"
+	}
 }
 
 func kernelRelease() string {

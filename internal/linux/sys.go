@@ -1,6 +1,9 @@
 package linux
 
 import (
+	"errors"
+	"time"
+
 	"golang.org/x/sys/unix"
 )
 
@@ -35,3 +38,56 @@ func PeerUID(fd int) (uint32, error) {
 	}
 	return cred.Uid, nil
 }
+
+// FileWatch is an inotify instance watching one file for IN_MODIFY: the
+// kernel raises it on a cgroup's cgroup.events whenever "populated" or
+// "frozen" changes, so a waiter can sleep until the state it waits for may
+// have come instead of polling.
+type FileWatch struct{ fd int }
+
+// WatchModify starts watching path for modification.
+func WatchModify(path string) (*FileWatch, error) {
+	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
+	if err != nil {
+		return nil, pathErr("inotify_init1", path, err)
+	}
+	if _, err := unix.InotifyAddWatch(fd, path, unix.IN_MODIFY); err != nil {
+		unix.Close(fd)
+		return nil, pathErr("inotify_add_watch", path, err)
+	}
+	return &FileWatch{fd: fd}, nil
+}
+
+// Wait returns when the file was modified since the last Wait (or since
+// WatchModify), or when timeout has passed, whichever comes first. It
+// reports whether a modification was seen.
+func (w *FileWatch) Wait(timeout time.Duration) bool {
+	end := time.Now().Add(timeout)
+	fds := []unix.PollFd{{Fd: int32(w.fd), Events: unix.POLLIN}}
+	for {
+		left := time.Until(end)
+		if left < 0 {
+			left = 0
+		}
+		fds[0].Revents = 0
+		n, err := unix.Poll(fds, int((left+time.Millisecond-1)/time.Millisecond))
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil || n == 0 {
+			return false
+		}
+		break
+	}
+	var buf [4096]byte
+	for {
+		if n, err := unix.Read(w.fd, buf[:]); n <= 0 || err != nil {
+			return true
+		}
+	}
+}
+
+// Close ends the watch. The kernel makes it wait for an SRCU grace period
+// (10-20 ms measured), so callers that need not wait close in the
+// background.
+func (w *FileWatch) Close() error { return Close(w.fd) }
