@@ -2,7 +2,6 @@ package attest
 
 import (
 	"bytes"
-	"crypto/ed25519"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -499,7 +498,7 @@ func parseCheckpointPayload(payload []byte) (*Checkpoint, error) {
 // lists them all (see ChangesOf for the others), and the inclusion of its
 // own leaf in the log head it carries. Whether the log before it is intact takes the other
 // checkpoints: see VerifyChain.
-func VerifyCheckpoint(env []byte, pub ed25519.PublicKey) (*Checkpoint, error) {
+func VerifyCheckpoint(env []byte, pub PublicKey) (*Checkpoint, error) {
 	payload, err := open(env, MaxCheckpointSize, pub)
 	if err != nil {
 		return nil, err
@@ -563,7 +562,7 @@ var ErrChain = errors.New("checkpoint chain broken")
 // and every consistency proof between consecutive heads. With launchEnv
 // not nil the checkpoints must be bound to that launch record. It returns
 // the checkpoints and all the changes of the last one.
-func VerifyChain(envs [][]byte, pub ed25519.PublicKey, launchEnv []byte) ([]*Checkpoint, []Entry, error) {
+func VerifyChain(envs [][]byte, pub PublicKey, launchEnv []byte) ([]*Checkpoint, []Entry, error) {
 	var out []*Checkpoint
 	var r resolver
 	var leaves [][]byte

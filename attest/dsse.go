@@ -98,7 +98,7 @@ func envelopeFile(keyID string, payload, sig []byte) ([]byte, error) {
 // its one signature with pub, returning the signed payload. Malformed input
 // gives an error wrapping ErrMalformed; a signature that is not pub's valid
 // signature gives ErrNotVerified.
-func open(file []byte, max int, pub ed25519.PublicKey) ([]byte, error) {
+func open(file []byte, max int, pub PublicKey) ([]byte, error) {
 	if len(pub) != ed25519.PublicKeySize {
 		return nil, fmt.Errorf("verify: ed25519 public key of %d bytes", len(pub))
 	}

@@ -2,7 +2,6 @@ package attest
 
 import (
 	"bytes"
-	"crypto/ed25519"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -298,7 +297,7 @@ func SignHead(s *Signer, h *Head) ([]byte, error) {
 // HeadPredicateType, every value, and the subject's digest being the root.
 // A failed cryptographic check returns ErrNotVerified, anything else
 // refused an error wrapping ErrMalformed.
-func VerifyHead(env []byte, pub ed25519.PublicKey) (*Head, error) {
+func VerifyHead(env []byte, pub PublicKey) (*Head, error) {
 	payload, err := open(env, MaxHeadSize, pub)
 	if err != nil {
 		return nil, err

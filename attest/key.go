@@ -118,6 +118,10 @@ func readPEM(path, typ string, private bool) ([]byte, error) {
 	return block.Bytes, nil
 }
 
+// PublicKey is the key every verifier in this package takes: for now an
+// ed25519 public key.
+type PublicKey = ed25519.PublicKey
+
 // Signer signs with one ed25519 private key, loaded once and then pinned
 // for the life of the value.
 type Signer struct {

@@ -2,7 +2,6 @@ package attest
 
 import (
 	"bytes"
-	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"sort"
@@ -200,7 +199,7 @@ func (p *Proven) Holds() bool { return len(p.Covering) == 0 && p.Excluded == "" 
 // in an excluded subtree, it returns that with an error wrapping
 // ErrIncomplete. It costs O(log size) hashes per leaf and the head's
 // signature check.
-func VerifyBundle(file []byte, pub ed25519.PublicKey) (*Proven, error) {
+func VerifyBundle(file []byte, pub PublicKey) (*Proven, error) {
 	b, err := ParseBundle(file)
 	if err != nil {
 		return nil, err

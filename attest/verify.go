@@ -2,7 +2,6 @@ package attest
 
 import (
 	"bytes"
-	"crypto/ed25519"
 	"crypto/sha256"
 	"fmt"
 )
@@ -15,7 +14,7 @@ const launchSubjectPrefix = "launch:"
 // the record. It refuses input over MaxLaunchSize, and otherwise checks what
 // VerifyStatement does of a statement, with the subject's digest being the
 // SHA-256 of the canonical predicate.
-func VerifyLaunch(env []byte, pub ed25519.PublicKey) (*LaunchRecord, error) {
+func VerifyLaunch(env []byte, pub PublicKey) (*LaunchRecord, error) {
 	payload, err := open(env, MaxLaunchSize, pub)
 	if err != nil {
 		return nil, err
@@ -76,7 +75,7 @@ func parseLaunchPayload(payload []byte) (*LaunchRecord, error) {
 // else that is refused returns an error wrapping ErrMalformed. A verified
 // statement may still be incomplete (Complete false). Verification costs
 // linear time and memory in the size of env, with MerkleRoot's hashing.
-func VerifyStatement(env []byte, pub ed25519.PublicKey, launchEnv []byte) (*Statement, error) {
+func VerifyStatement(env []byte, pub PublicKey, launchEnv []byte) (*Statement, error) {
 	payload, err := open(env, MaxStatementSize, pub)
 	if err != nil {
 		return nil, err

@@ -2,7 +2,6 @@ package attest
 
 import (
 	"bytes"
-	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"os"
@@ -107,7 +106,7 @@ type VerifyOptions struct {
 // VerifySession verifies the session in the output directory out: its
 // statement bound to its launch record and to its checkpoint chain, as
 // Verify does. Its errors name the file.
-func VerifySession(out string, pub ed25519.PublicKey) (*Artifact, error) {
+func VerifySession(out string, pub PublicKey) (*Artifact, error) {
 	path := filepath.Join(out, StatementFile)
 	env, err := ReadArtifact(path)
 	if err != nil {
@@ -141,7 +140,7 @@ func VerifySession(out string, pub ed25519.PublicKey) (*Artifact, error) {
 // verifies but is incomplete returns the Artifact and an error wrapping
 // ErrIncomplete. Verify reads the chain's files; it costs what
 // VerifyStatement and VerifyChain cost.
-func Verify(path string, env []byte, pub ed25519.PublicKey, opts VerifyOptions) (*Artifact, error) {
+func Verify(path string, env []byte, pub PublicKey, opts VerifyOptions) (*Artifact, error) {
 	a := &Artifact{Path: path, Verified: true}
 	if cp, err := ReadCheckpoint(env); err == nil {
 		cps, all, err := verifyChainTo(path, env, cp.Seq, pub, opts.Launch)
@@ -197,7 +196,7 @@ func Verify(path string, env []byte, pub ed25519.PublicKey, opts VerifyOptions) 
 // it checks the signatures too (a checkpoint's with the whole chain
 // before it), but not the binding to a launch record nor a statement's
 // chain: Verify does. Its errors name path.
-func Load(path string, env []byte, pub ed25519.PublicKey) (*Artifact, error) {
+func Load(path string, env []byte, pub PublicKey) (*Artifact, error) {
 	a := &Artifact{Path: path, Verified: pub != nil}
 	if cp, err := ReadCheckpoint(env); err == nil {
 		cps, all, err := verifyChainTo(path, env, cp.Seq, pub, nil)
@@ -225,7 +224,7 @@ func Load(path string, env []byte, pub ed25519.PublicKey) (*Artifact, error) {
 // whose envelope file env must be the last of them, verified with pub
 // (when not nil) as a chain bound to launch (when not nil), and returns
 // them and all the changes of the last.
-func verifyChainTo(path string, env []byte, seq uint64, pub ed25519.PublicKey, launch []byte) ([]*Checkpoint, []Entry, error) {
+func verifyChainTo(path string, env []byte, seq uint64, pub PublicKey, launch []byte) ([]*Checkpoint, []Entry, error) {
 	envs, err := readChainUpTo(filepath.Dir(path), seq)
 	if err != nil {
 		return nil, nil, err
@@ -250,7 +249,7 @@ func verifyChainTo(path string, env []byte, seq uint64, pub ed25519.PublicKey, l
 // launch record into which check failed, found by trying them one at a
 // time: the key the envelope names, then the signature and content
 // without the launch record, then the binding to it.
-func whyNotVerified(err error, env []byte, pub ed25519.PublicKey, launch []byte) error {
+func whyNotVerified(err error, env []byte, pub PublicKey, launch []byte) error {
 	if !errors.Is(err, ErrNotVerified) {
 		return err
 	}
