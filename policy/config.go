@@ -42,6 +42,7 @@ const (
 //	budget: {entries: 1000000, time: 10m}
 //	checkpoint_every: 0s        # Go duration; 0 disables interval checkpoints
 //	apply: auto                 # auto | stage | always
+//	log: /var/lib/layerseal/log # anchor each run in this transparency log
 //
 // Every key is optional; zero values mean layerseal's defaults. Unknown or
 // repeated keys, values of the wrong kind, negative limits and globs that
@@ -55,6 +56,9 @@ type Config struct {
 	Time             time.Duration // budget.time
 	CheckpointEvery  time.Duration
 	Apply            string // ApplyAuto (also when not given), ApplyStage or ApplyAlways
+	// Log is the transparency log directory each run is anchored in
+	// (relative to the workspace); "" for none.
+	Log string
 	// Digest is the SHA-256 of the file's bytes; nil for a config that was
 	// not read from a file.
 	Digest []byte
@@ -68,6 +72,7 @@ type fileConfig struct {
 	Budget           budgetYAML `yaml:"budget"`
 	CheckpointEvery  duration   `yaml:"checkpoint_every"`
 	Apply            applyMode  `yaml:"apply"`
+	Log              string     `yaml:"log"`
 }
 
 type budgetYAML struct {
@@ -220,6 +225,7 @@ func Parse(name string, data []byte) (*Config, error) {
 	if f.Apply != "" {
 		c.Apply = string(f.Apply)
 	}
+	c.Log = f.Log
 	return c, nil
 }
 

@@ -73,6 +73,7 @@ func runCommand() *cli.Command {
 			&cli.Int64Flag{Name: "pids", Usage: "most processes and threads the agent may have at once (`N`)", DefaultText: "no limit"},
 			&cli.StringFlag{Name: "seccomp", Value: "default", Usage: "system call filter: default, or `unconfined` to load none (recorded)"},
 			&cli.BoolFlag{Name: "json", Usage: "print the result (exit status, whose it is, statement) as one JSON object, the last line on stdout"},
+			&cli.StringFlag{Name: "log", Usage: "anchor the run's signed heads in the transparency log `DIR` (from log init) and write receipts beside them (default: log: in layerseal.yaml, if any)"},
 		},
 		StopOnNthArg: &stop,
 		Action: func(_ context.Context, cmd *cli.Command) error {
@@ -84,9 +85,16 @@ func runCommand() *cli.Command {
 				}
 				return err
 			}
+			logDir, err := runLogDir(cmd)
+			if err != nil {
+				return err
+			}
 			prog := startProgress()
 			cfg.Progress = progressFunc(prog)
 			res, err := layerseal.Run(cfg)
+			if res != nil && res.Statement != nil && logDir != "" {
+				anchorRun(logDir, cmd.String("out"))
+			}
 			prog.end()
 			var setup *layerseal.SetupError
 			switch {

@@ -78,6 +78,8 @@ func runCLI(ctx context.Context, args []string) int {
 			checkpointCommand(),
 			sessionsCommand(),
 			probeCommand(),
+			logCommand(),
+			witnessCommand(),
 		},
 		ExitErrHandler: func(context.Context, *cli.Command, error) {},
 		OnUsageError: func(_ context.Context, _ *cli.Command, err error, _ bool) error {

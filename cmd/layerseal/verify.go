@@ -7,12 +7,16 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"strings"
 
 	"github.com/go-json-experiment/json"
 	"github.com/urfave/cli/v3"
+	"golang.org/x/mod/sumdb/note"
 
 	"github.com/layerseal/layerseal"
 	"github.com/layerseal/layerseal/attest"
+	"github.com/layerseal/layerseal/tlog"
 )
 
 func verifyCommand() *cli.Command {
@@ -27,8 +31,14 @@ func verifyCommand() *cli.Command {
 			&cli.BoolFlag{Name: "json", Usage: "print the result as JSON"},
 			&cli.StringFlag{Name: "workspace", Usage: "also check that `DIR` holds, path by path, what the statement says was applied (exit 1 where it does not)"},
 			stateDirFlag(),
+			&cli.StringFlag{Name: "log-key", Usage: "check the log receipt of OUT's statement head (or of HEAD) against the log's verifier key `LOGPUB`"},
+			&cli.StringSliceFlag{Name: "witness-key", Usage: "a witness's verifier key `W` (file or key; repeatable)"},
+			&cli.IntFlag{Name: "witnesses", Usage: "how many of the --witness-key witnesses must have cosigned the receipt's checkpoint (`N`)", DefaultText: "all given"},
 		},
 		Action: func(_ context.Context, cmd *cli.Command) error {
+			if cmd.NArg() == 1 && cmd.String("key") != "" && cmd.String("log-key") != "" {
+				return verifyReceipt(cmd)
+			}
 			if cmd.NArg() != 1 || cmd.String("key") == "" {
 				return usageErr("usage: layerseal verify --key KEY.pub [--launch launch.json] STATEMENT|CHECKPOINT|LAUNCH|HEAD|BUNDLE")
 			}
@@ -336,4 +346,87 @@ func printJSON(v any) {
 		return
 	}
 	fmt.Println(string(b))
+}
+
+// verifyReceipt is `verify --log-key`: the head (OUT's statement head, or
+// the head file given) is signed by the session key, its receipt proves it
+// is in the log, cosigned by enough witnesses, and, given OUT, the head is
+// the statement's.
+func verifyReceipt(cmd *cli.Command) error {
+	pub, err := loadPublicKey(cmd.String("key"))
+	if err != nil {
+		return err
+	}
+	logKey, err := tlog.ParseVerifier(cmd.String("log-key"))
+	if err != nil {
+		return usageErr("--log-key: %v", err)
+	}
+	var ws []note.Verifier
+	for _, k := range cmd.StringSlice("witness-key") {
+		w, err := tlog.ParseCosignatureVerifier(k)
+		if err != nil {
+			return usageErr("--witness-key: %v", err)
+		}
+		ws = append(ws, w)
+	}
+	min := len(ws)
+	if cmd.IsSet("witnesses") {
+		min = cmd.Int("witnesses")
+		if min < 0 || min > len(ws) {
+			return usageErr("--witnesses %d: give a number from 0 to the %d --witness-key given", min, len(ws))
+		}
+	}
+	arg, headFile, stFile := cmd.Args().First(), cmd.Args().First(), ""
+	if fi, err := os.Stat(arg); err == nil && fi.IsDir() {
+		stFile = filepath.Join(arg, layerseal.StatementFile)
+		headFile = filepath.Join(arg, attest.HeadFile(layerseal.StatementFile))
+	}
+	head, err := attest.ReadArtifact(headFile)
+	if err != nil {
+		return exitWith(exitFailed, err)
+	}
+	h, err := attest.VerifyHead(head, pub)
+	if err != nil {
+		return exitWith(exitFailed, fmt.Errorf("%s: %w", headFile, err))
+	}
+	if stFile != "" {
+		env, err := attest.ReadArtifact(stFile)
+		if err != nil {
+			return exitWith(exitFailed, err)
+		}
+		a, err := attest.Verify(stFile, env, pub, attest.VerifyOptions{})
+		if err != nil && !errors.Is(err, attest.ErrIncomplete) {
+			return exitWith(exitFailed, fmt.Errorf("%s: %w", stFile, err))
+		}
+		if a.Statement == nil || !attest.HeadOf(a.Statement).Equal(h) {
+			return exitWith(exitFailed, fmt.Errorf("%s is not the head of %s", headFile, stFile))
+		}
+	}
+	rf := tlog.ReceiptFile(headFile)
+	rb, err := os.ReadFile(rf)
+	if errors.Is(err, os.ErrNotExist) {
+		return exitWith(exitFailed, fmt.Errorf("no log receipt %s: the session was not anchored (layerseal log add LOG %s)", rf, filepath.Dir(headFile)))
+	}
+	if err != nil {
+		return exitWith(exitFailed, err)
+	}
+	r, err := tlog.ParseReceipt(rb)
+	if err != nil {
+		return exitWith(exitFailed, fmt.Errorf("%s: %w", rf, err))
+	}
+	an, err := tlog.VerifyReceipt(r, head, logKey, ws, min)
+	if err != nil {
+		return exitWith(exitFailed, fmt.Errorf("%s: %w", rf, err))
+	}
+	fmt.Printf("verified: head of session %s is entry %d of log %s, in its checkpoint of size %d\n", h.SessionID, an.Index, an.Checkpoint.Origin, an.Checkpoint.Size)
+	fmt.Printf("witnesses: %d of %d given cosigned it (%d required)", len(an.Witnesses), len(ws), min)
+	if len(an.Witnesses) > 0 {
+		fmt.Printf(": %s", strings.Join(an.Witnesses, ", "))
+	}
+	fmt.Println()
+	if !h.Complete {
+		fmt.Printf("the statement is INCOMPLETE (%d reason(s))\n", len(h.Incomplete))
+		return exitWith(exitIncomplete, nil)
+	}
+	return nil
 }

@@ -1,0 +1,212 @@
+package tlog
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+
+	"golang.org/x/mod/sumdb/note"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/layerseal/layerseal/attest"
+)
+
+// witnessDir, in a log's directory, holds each witness's newest
+// cosigned checkpoint, named by the witness key's hash (WitnessFile).
+const witnessDir = "witness"
+
+// WitnessFile is where, below a log's root, a witness publishes its newest
+// cosigned checkpoint.
+func WitnessFile(w note.Verifier) string {
+	return fmt.Sprintf("%s/%08x", witnessDir, w.KeyHash())
+}
+
+// Anchored heads: what Anchor did with each.
+type AnchorResult struct {
+	Head     string // the head's file
+	Receipt  string // its receipt's file
+	Index    uint64
+	Appended bool // false: it had a receipt already, now proven anew
+	Size     uint64
+	Cosigned int // cosignatures on the receipt's checkpoint (unverified count)
+}
+
+// Heads lists the signed heads of a session's output dir: the statement's
+// and each checkpoint's, in that order.
+func Heads(out string) ([]string, error) {
+	st := filepath.Join(out, attest.HeadFile("statement.json"))
+	if _, err := os.Stat(st); err != nil {
+		return nil, fmt.Errorf("%q holds no statement head (%s): is it a run's output dir?", out, filepath.Base(st))
+	}
+	cps, err := filepath.Glob(filepath.Join(out, "checkpoints", "[0-9]*.head.json"))
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(cps)
+	return append([]string{st}, cps...), nil
+}
+
+// Anchor appends each head of the session in out to l (a head that has a
+// receipt for itself is not appended again, only proven anew against the
+// newest checkpoint, so its receipt gains cosignatures) and writes each
+// head's receipt beside it. An entry is the head's envelope file exactly.
+func Anchor(ctx context.Context, l Log, out string) ([]AnchorResult, error) {
+	files, err := Heads(out)
+	if err != nil {
+		return nil, err
+	}
+	res := make([]AnchorResult, len(files))
+	g, gctx := errgroup.WithContext(ctx)
+	for i, f := range files {
+		g.Go(func() error {
+			r, err := anchorOne(gctx, l, f)
+			if err != nil {
+				return err
+			}
+			res[i] = *r
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+func anchorOne(ctx context.Context, l Log, file string) (*AnchorResult, error) {
+	entry, err := attest.ReadArtifact(file)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := attest.ReadHead(entry); err != nil {
+		return nil, fmt.Errorf("%s: %w (only a signed head goes into the log)", file, err)
+	}
+	sum := sha256.Sum256(entry)
+	res := &AnchorResult{Head: file, Receipt: ReceiptFile(file)}
+	if old, err := os.ReadFile(res.Receipt); err == nil {
+		if r, err := ParseReceipt(old); err == nil && bytes.Equal(r.Entry, sum[:]) && r.Origin == l.Origin() {
+			res.Index = r.Index
+		} else {
+			return nil, fmt.Errorf("%s is not a receipt of %s in this log: move it away to anchor the head anew", res.Receipt, file)
+		}
+	} else if errors.Is(err, fs.ErrNotExist) {
+		if res.Index, err = l.Append(ctx, entry); err != nil {
+			return nil, err
+		}
+		res.Appended = true
+	} else {
+		return nil, err
+	}
+	r, err := Prove(ctx, l, res.Index, entry)
+	if err != nil {
+		return nil, err
+	}
+	if err := writeAtomic(res.Receipt, r.Marshal()); err != nil {
+		return nil, err
+	}
+	cp, _ := OpenCheckpoint(r.Checkpoint, l.verifierOf())
+	res.Size = cp.Size
+	n, _ := note.Open(r.Checkpoint, note.VerifierList(l.verifierOf()))
+	res.Cosigned = len(n.UnverifiedSigs)
+	return res, nil
+}
+
+// Prove makes the receipt of entry, at index, against the log checkpoint
+// that commits to it with the most signatures (the log's newest, or one
+// that witnesses published cosigned; the newer on a tie).
+func Prove(ctx context.Context, l Log, index uint64, entry []byte) (*Receipt, error) {
+	cp, err := l.Checkpoint(ctx)
+	if err != nil {
+		return nil, err
+	}
+	best, bestSigs := cp, sigCount(cp.Note)
+	for _, c := range l.cosigned(ctx) {
+		if c.Size <= index || c.Size > cp.Size {
+			continue
+		}
+		n := sigCount(c.Note)
+		if n > bestSigs || (n == bestSigs && c.Size > best.Size) {
+			best, bestSigs = c, n
+		}
+	}
+	if index >= best.Size {
+		return nil, fmt.Errorf("log %q: entry %d is not in its checkpoint of size %d", l.Location(), index, best.Size)
+	}
+	p, err := l.Inclusion(ctx, index, best.Size)
+	if err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256(entry)
+	r := &Receipt{Origin: l.Origin(), Index: index, Entry: sum[:], Proof: p, Checkpoint: best.Note}
+	if _, err := VerifyReceipt(r, entry, l.verifierOf(), nil, 0); err != nil {
+		return nil, fmt.Errorf("log %q: the receipt made of its tiles does not verify: %w", l.Location(), err)
+	}
+	return r, nil
+}
+
+func sigCount(msg []byte) int {
+	i := bytes.Index(msg, []byte("\n\n"))
+	if i < 0 {
+		return 0
+	}
+	return bytes.Count(msg[i+2:], []byte("\n"))
+}
+
+// cosigned returns the cosigned checkpoints witnesses published in the
+// log's directory that verify under the log's key (a URL lists none).
+func (r *Reader) cosigned(ctx context.Context) []*Checkpoint {
+	if isURL(r.loc) {
+		return nil
+	}
+	files, _ := filepath.Glob(filepath.Join(r.loc, witnessDir, "*"))
+	var out []*Checkpoint
+	for _, f := range files {
+		b, err := readBounded(f)
+		if err != nil {
+			continue
+		}
+		if c, err := OpenCheckpoint(b, r.verifier); err == nil {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func (r *Reader) verifierOf() note.Verifier { return r.verifier }
+
+// writeAtomic writes data to path through a synced temporary file.
+func writeAtomic(path string, data []byte) error {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Chmod(0o644)
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("write %q: %w", path, err)
+	}
+	if d, err := os.Open(filepath.Dir(path)); err == nil {
+		d.Sync()
+		d.Close()
+	}
+	return nil
+}
