@@ -172,6 +172,7 @@ func (r *Reader) Consistency(ctx context.Context, from, to uint64) ([][]byte, er
 func (r *Reader) Entries(ctx context.Context, from, to, size uint64) iter.Seq2[[]byte, error] {
 	return func(yield func([]byte, error) bool) {
 		getSize := func(context.Context) (uint64, error) { return size, nil }
+		left := to - from
 		for b, err := range client.EntryBundles(ctx, 2, getSize, r.f.ReadEntryBundle, from, to-from) {
 			if err != nil {
 				yield(nil, fmt.Errorf("log %q: read entries: %w", r.loc, err))
@@ -182,11 +183,20 @@ func (r *Reader) Entries(ctx context.Context, from, to, size uint64) iter.Seq2[[
 				yield(nil, fmt.Errorf("log %q: entry bundle %d: %w", r.loc, b.RangeInfo.Index, err))
 				return
 			}
+			// tessera v1.0.4's EntryBundles reads N as an end index, so
+			// it may yield more than asked: count what is yielded.
 			end := min(uint64(len(es)), uint64(b.RangeInfo.First)+uint64(b.RangeInfo.N))
 			for _, e := range es[b.RangeInfo.First:end] {
+				if left == 0 {
+					return
+				}
+				left--
 				if !yield(e, nil) {
 					return
 				}
+			}
+			if left == 0 {
+				return
 			}
 		}
 	}
