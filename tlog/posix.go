@@ -14,6 +14,9 @@ import (
 	"github.com/transparency-dev/tessera"
 	"github.com/transparency-dev/tessera/storage/posix"
 	"golang.org/x/mod/sumdb/note"
+	"golang.org/x/sys/unix"
+
+	"github.com/layerseal/layerseal/internal/linux"
 )
 
 // Options tune the appender. Zero values take the defaults below.
@@ -111,6 +114,41 @@ type posixLog struct {
 	shutdown func(context.Context) error
 	cancel   context.CancelFunc
 	once     sync.Once
+
+	lockMu sync.Mutex
+	lockN  int
+	lock   *os.File
+}
+
+// sequenceLock, in the log's directory, is held (flock) by a process
+// while it opens the log or has an entry being sequenced. tessera's own
+// locks are fcntl locks, which the kernel owns per process: two processes
+// that each have one goroutine holding one lock and another waiting for
+// the other's get EDEADLK (a false deadlock), on which tessera panics.
+// With sequencing one process at a time, only publishing overlaps, and
+// that takes one lock.
+const sequenceLock = ".state/layerseal.lock"
+
+// enter takes the sequencing lock for this process (shared by its
+// goroutines); exit releases it when the last one leaves.
+func (l *posixLog) enter() error {
+	l.lockMu.Lock()
+	defer l.lockMu.Unlock()
+	if l.lockN == 0 {
+		if err := linux.Flock(int(l.lock.Fd()), unix.LOCK_EX); err != nil {
+			return fmt.Errorf("log %q: lock: %w", l.dir, err)
+		}
+	}
+	l.lockN++
+	return nil
+}
+
+func (l *posixLog) exit() {
+	l.lockMu.Lock()
+	defer l.lockMu.Unlock()
+	if l.lockN--; l.lockN == 0 {
+		linux.Flock(int(l.lock.Fd()), unix.LOCK_UN)
+	}
 }
 
 // OpenPOSIX opens the log in dir, which InitPOSIX made, for appending.
@@ -151,6 +189,16 @@ func OpenPOSIX(ctx context.Context, dir string, opts Options) (Log, error) {
 	if opts.Poll == 0 {
 		opts.Poll = DefaultPoll
 	}
+	lf, err := os.OpenFile(filepath.Join(dir, sequenceLock), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("log %q: %w", dir, err)
+	}
+	pl := &posixLog{Reader: r, dir: dir, lock: lf}
+	if err := pl.enter(); err != nil {
+		lf.Close()
+		return nil, err
+	}
+	defer pl.exit()
 	driver, err := posix.New(ctx, posix.Config{Path: dir})
 	if err != nil {
 		return nil, fmt.Errorf("log %q: %w", dir, err)
@@ -170,14 +218,22 @@ func OpenPOSIX(ctx context.Context, dir string, opts Options) (Log, error) {
 		cancel()
 		return nil, fmt.Errorf("log %q: %w", dir, err)
 	}
-	return &posixLog{
-		Reader: r, dir: dir, add: app.Add, shutdown: shutdown, cancel: cancel,
-		awaiter: tessera.NewPublicationAwaiter(bctx, lr.ReadCheckpoint, opts.Poll),
-	}, nil
+	pl.add, pl.shutdown, pl.cancel = app.Add, shutdown, cancel
+	pl.awaiter = tessera.NewPublicationAwaiter(bctx, lr.ReadCheckpoint, opts.Poll)
+	return pl, nil
 }
 
 func (l *posixLog) Append(ctx context.Context, entry []byte) (uint64, error) {
-	idx, _, err := l.awaiter.Await(ctx, l.add(ctx, tessera.NewEntry(entry)))
+	if err := l.enter(); err != nil {
+		return 0, err
+	}
+	f := l.add(ctx, tessera.NewEntry(entry))
+	_, err := f() // sequenced: durable, with its index
+	l.exit()
+	if err != nil {
+		return 0, fmt.Errorf("log %q: append: %w", l.dir, err)
+	}
+	idx, _, err := l.awaiter.Await(ctx, f)
 	if err != nil {
 		return 0, fmt.Errorf("log %q: append: %w", l.dir, err)
 	}
@@ -189,6 +245,7 @@ func (l *posixLog) Close(ctx context.Context) error {
 	l.once.Do(func() {
 		err = l.shutdown(ctx)
 		l.cancel()
+		l.lock.Close()
 	})
 	if err != nil {
 		return fmt.Errorf("log %q: close: %w", l.dir, err)
