@@ -125,8 +125,26 @@ func Prove(ctx context.Context, l Log, index uint64, entry []byte) (*Receipt, er
 	if err != nil {
 		return nil, err
 	}
-	best, bestSigs := cp, sigCount(cp.Note)
-	for _, c := range l.cosigned(ctx) {
+	// The same checkpoint cosigned by several witnesses, each in a file
+	// of its own: one note with every signature line.
+	merged := map[string]*Checkpoint{}
+	var order []string
+	for _, c := range append([]*Checkpoint{cp}, l.cosigned(ctx)...) {
+		body, sigs := splitNote(c.Note)
+		m, ok := merged[body]
+		if !ok {
+			m = &Checkpoint{Checkpoint: c.Checkpoint, Note: []byte(body + "\n")}
+			merged[body], order = m, append(order, body)
+		}
+		for _, line := range sigs {
+			if !bytes.Contains(m.Note[len(body)+1:], []byte(line)) {
+				m.Note = append(m.Note, line...)
+			}
+		}
+	}
+	best, bestSigs := cp, 0
+	for _, body := range order {
+		c := merged[body]
 		if c.Size <= index || c.Size > cp.Size {
 			continue
 		}
@@ -148,6 +166,22 @@ func Prove(ctx context.Context, l Log, index uint64, entry []byte) (*Receipt, er
 		return nil, fmt.Errorf("log %q: the receipt made of its tiles does not verify: %w", l.Location(), err)
 	}
 	return r, nil
+}
+
+// splitNote splits a note into its text (ending in a newline) and its
+// signature lines (each with its newline).
+func splitNote(msg []byte) (string, []string) {
+	i := bytes.Index(msg, []byte("\n\n"))
+	if i < 0 {
+		return string(msg), nil
+	}
+	var sigs []string
+	for _, l := range bytes.SplitAfter(msg[i+2:], []byte("\n")) {
+		if len(l) > 0 {
+			sigs = append(sigs, string(l))
+		}
+	}
+	return string(msg[:i+1]), sigs
 }
 
 func sigCount(msg []byte) int {

@@ -476,3 +476,54 @@ func init() {
 	// tessera's progress lines are noise in test output.
 	klog.SetLogger(logr.Discard())
 }
+
+// TestProveGathersCosignatures: a receipt proven after two witnesses
+// cosigned (each publishing its own file) carries both cosignatures.
+func TestProveGathersCosignatures(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	f.appendHeads(t, f.dir, 0, 3)
+	w1, w2 := witnessKey(t), witnessKey(t)
+	for _, w := range []*fnote.Signer{w1, w2} {
+		if _, err := Cosign(ctx, f.reader(t, f.dir), w, filepath.Join(t.TempDir(), "state")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.appendHeads(t, f.dir, 3, 5) // the newest checkpoint has no cosignature
+	l, err := Open(ctx, f.dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close(ctx)
+	var idx uint64
+	var entry []byte
+	for e, err := range l.Entries(ctx, 1, 2, 5) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		entry, idx = e, 1
+	}
+	r, err := Prove(ctx, l, idx, entry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := []note.Verifier{w1.Verifier(), w2.Verifier()}
+	a, err := VerifyReceipt(r, entry, f.verifier, ws, 2)
+	if err != nil || a.Checkpoint.Size != 3 {
+		t.Fatalf("receipt with two cosignatures: %+v %v", a, err)
+	}
+	// An entry the cosigned checkpoint does not hold is proven against the
+	// newest one.
+	for e, err := range l.Entries(ctx, 4, 5, 5) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		entry = e
+	}
+	if r, err = Prove(ctx, l, 4, entry); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := VerifyReceipt(r, entry, f.verifier, ws, 1); !errors.Is(err, ErrNotVerified) {
+		t.Fatalf("entry 4 in a cosigned checkpoint: %v", err)
+	}
+}

@@ -92,9 +92,6 @@ func runCommand() *cli.Command {
 			prog := startProgress()
 			cfg.Progress = progressFunc(prog)
 			res, err := layerseal.Run(cfg)
-			if res != nil && res.Statement != nil && logDir != "" {
-				anchorRun(logDir, cmd.String("out"))
-			}
 			prog.end()
 			var setup *layerseal.SetupError
 			switch {
@@ -108,6 +105,9 @@ func runCommand() *cli.Command {
 			case err != nil:
 				if res != nil {
 					fmt.Fprintf(os.Stderr, "layerseal: the agent exited with status %d\n", res.Exit.Code)
+				}
+				if res != nil && res.Statement != nil && logDir != "" {
+					anchorRun(logDir, cmd.String("out"))
 				}
 				return runStatus(cmd, exitSetup, "layerseal", "layerseal failed after the agent ran (the message above says what is kept)", err, res)
 			}
@@ -124,6 +124,9 @@ func runCommand() *cli.Command {
 			if !res.Applied {
 				fmt.Fprintf(os.Stderr, "layerseal: staged, not applied: `layerseal diff %s` shows it; `layerseal apply %s` or `layerseal discard %s`\n",
 					st.SessionID, st.SessionID, st.SessionID)
+			}
+			if logDir != "" {
+				anchorRun(logDir, cmd.String("out"))
 			}
 			return runStatus(cmd, res.Exit.Code, "agent", "layerseal itself succeeded", nil, res)
 		},
