@@ -132,9 +132,13 @@ max_entries_per_dir: 10000
 budget: {entries: 1000000, time: 10m}
 checkpoint_every: 30s
 apply: stage
+log: /srv/layerseal-log
 `))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if c.Log != "/srv/layerseal-log" {
+		t.Errorf("log: %q", c.Log)
 	}
 	if len(c.Exclude) != 3 || len(c.Protected) != 4 || c.DigestCap != 256<<20 || c.MaxEntriesPerDir != 10000 ||
 		c.Entries != 1000000 || c.Time != 10*time.Minute || c.CheckpointEvery != 30*time.Second || c.Apply != ApplyStage || len(c.Digest) != 32 {

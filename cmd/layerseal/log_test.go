@@ -1,0 +1,92 @@
+package main
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestLogWitnessVerify: run --log (and log: in layerseal.yaml) anchors a
+// run and writes its receipt; verify --log-key checks it (exit 1 when it
+// is tampered with, of another head, or short of cosignatures); a witness
+// cosigns and log add proves the receipt anew against its cosignature;
+// log check reads the log from its directory and over HTTP; a witness
+// refuses a fork of the log with exit 1, naming both sizes and roots.
+func TestLogWitnessVerify(t *testing.T) {
+	e := newEnv(t)
+	write(t, e.ws, map[string]string{"README": "hi\n"})
+	want := wantVerifyExit(t)
+	logDir, logKey := filepath.Join(e.dir, "log"), filepath.Join(e.dir, "log.key")
+	if got := e.cliCheck(0, "log", "init", logDir, "--key", logKey, "--origin", "test.example/log"); !strings.Contains(got, "verifier key: test.example/log+") {
+		t.Fatalf("log init: %s", got)
+	}
+	e.cliCheck(exitFailed, "log", "init", logDir, "--key", logKey) // already a log
+	// --log that is not a log: refused before the agent runs.
+	if code, log := e.run(filepath.Join(e.dir, "bad"), "echo x > x", "--log", e.ws); code != exitUsage || !strings.Contains(log, "is not a log") {
+		t.Fatalf("run --log of a non-log: exit %d\n%s", code, log)
+	}
+	out := filepath.Join(e.dir, "run1")
+	if code, log := e.run(out, "echo more >> README", "--log", logDir); code != 0 || !strings.Contains(log, "anchored in log") {
+		t.Fatalf("run --log: exit %d\n%s", code, log)
+	}
+	e.cliCheck(want, "verify", "--key", e.pub, out, "--log-key", logKey+".pub")
+	// log: in layerseal.yaml.
+	write(t, e.ws, map[string]string{"layerseal.yaml": "log: " + logDir + "\n"})
+	out2 := filepath.Join(e.dir, "run2")
+	if code, log := e.run(out2, "echo n > notes"); code != 0 || !strings.Contains(log, "anchored in log") {
+		t.Fatalf("run with log: in layerseal.yaml: exit %d\n%s", code, log)
+	}
+	e.cliCheck(want, "verify", "--key", e.pub, out2, "--log-key", logKey+".pub")
+	// Tampered, or another head's receipt: exit 1.
+	receipt := filepath.Join(out, "statement.log-receipt.json")
+	orig, _ := os.ReadFile(receipt)
+	for _, bad := range []string{
+		strings.Replace(string(orig), `"index":"0"`, `"index":"1"`, 1),
+		strings.Replace(string(orig), `"proof":[]`, `"proof":["`+strings.Repeat("0", 64)+`"]`, 1),
+		strings.Replace(string(orig), `"format"`, `"Format"`, 1),
+	} {
+		os.WriteFile(receipt, []byte(bad), 0o644)
+		e.cliCheck(exitFailed, "verify", "--key", e.pub, out, "--log-key", logKey+".pub")
+	}
+	other, _ := os.ReadFile(filepath.Join(out2, "statement.log-receipt.json"))
+	os.WriteFile(receipt, other, 0o644)
+	e.cliCheck(exitFailed, "verify", "--key", e.pub, out, "--log-key", logKey+".pub")
+	os.WriteFile(receipt, orig, 0o644)
+	// Witnesses.
+	w := filepath.Join(e.dir, "w.key")
+	e.cliCheck(0, "witness", "keygen", "--out", w, "--name", "test.example/witness")
+	e.cliCheck(exitFailed, "verify", "--key", e.pub, out, "--log-key", logKey+".pub", "--witness-key", w+".pub", "--witnesses", "1")
+	state := filepath.Join(e.dir, "w.state")
+	e.cliCheck(0, "witness", "--log", logDir, "--log-key", logKey+".pub", "--key", w, "--state", state)
+	e.cliCheck(0, "log", "add", logDir, out) // proven anew, now cosigned
+	e.cliCheck(want, "verify", "--key", e.pub, out, "--log-key", logKey+".pub", "--witness-key", w+".pub", "--witnesses", "1")
+	// log check, from the directory and over HTTP.
+	if got := e.cliCheck(0, "log", "check", logDir, "--log-key", logKey+".pub", "--since", state); !strings.Contains(got, "size 2") || !strings.Contains(got, "2 head(s) signed by key") {
+		t.Errorf("log check: %s", got)
+	}
+	srv := httptest.NewServer(http.FileServer(http.Dir(logDir)))
+	defer srv.Close()
+	e.cliCheck(0, "log", "check", srv.URL, "--log-key", logKey+".pub")
+	// A fork: another log under the same key, holding other heads.
+	fork := filepath.Join(e.dir, "fork")
+	e.cliCheck(0, "log", "init", fork, "--key", logKey)
+	for _, o := range []string{out2, out} {
+		c := filepath.Join(e.dir, "copy-"+filepath.Base(o))
+		os.MkdirAll(c, 0o755)
+		b, _ := os.ReadFile(filepath.Join(o, "statement.head.json"))
+		os.WriteFile(filepath.Join(c, "statement.head.json"), b, 0o644)
+		e.cliCheck(0, "log", "add", fork, c)
+	}
+	before, _ := os.ReadFile(state)
+	code, _, stderr := e.cli("witness", "--log", fork, "--log-key", logKey+".pub", "--key", w, "--state", state)
+	if code != exitFailed || !strings.Contains(stderr, "size 2 root") || !strings.Contains(stderr, "nothing signed") {
+		t.Errorf("witness over a fork: exit %d\n%s", code, stderr)
+	}
+	if after, _ := os.ReadFile(state); string(after) != string(before) {
+		t.Error("the witness's state changed after a refusal")
+	}
+	e.cliCheck(exitFailed, "log", "check", fork, "--log-key", logKey+".pub", "--since", state)
+}
