@@ -153,16 +153,9 @@ func (l *posixLog) exit() {
 
 // OpenPOSIX opens the log in dir, which InitPOSIX made, for appending.
 func OpenPOSIX(ctx context.Context, dir string, opts Options) (Log, error) {
-	b, err := os.ReadFile(filepath.Join(dir, configFile))
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("%q is not a log: make one with `layerseal log init %s --key LOGKEY`", dir, dir)
-	}
+	c, err := readConfig(dir)
 	if err != nil {
-		return nil, fmt.Errorf("log %q: %w", dir, err)
-	}
-	var c logConfig
-	if err := json.Unmarshal(b, &c, json.RejectUnknownMembers(true)); err != nil || c.Format != configFormat {
-		return nil, fmt.Errorf("log %q: its %s is not one log init wrote", dir, configFile)
+		return nil, err
 	}
 	keyFile := c.Key
 	if opts.Key != "" {
@@ -256,16 +249,9 @@ func (l *posixLog) Close(ctx context.Context) error {
 // CheckPOSIX says whether dir is a log that InitPOSIX made, and its key
 // loads, without opening it for appending.
 func CheckPOSIX(dir, key string) error {
-	b, err := os.ReadFile(filepath.Join(dir, configFile))
-	if errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("%q is not a log: make one with `layerseal log init %s --key LOGKEY`", dir, dir)
-	}
+	c, err := readConfig(dir)
 	if err != nil {
-		return fmt.Errorf("log %q: %w", dir, err)
-	}
-	var c logConfig
-	if err := json.Unmarshal(b, &c, json.RejectUnknownMembers(true)); err != nil || c.Format != configFormat {
-		return fmt.Errorf("log %q: its %s is not one log init wrote", dir, configFile)
+		return err
 	}
 	if key == "" {
 		key = c.Key
@@ -274,4 +260,20 @@ func CheckPOSIX(dir, key string) error {
 		return fmt.Errorf("log %q: its key: %w", dir, err)
 	}
 	return nil
+}
+
+// readConfig reads what log init recorded in dir.
+func readConfig(dir string) (*logConfig, error) {
+	b, err := os.ReadFile(filepath.Join(dir, configFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%q is not a log: make one with `layerseal log init %s --key LOGKEY`", dir, dir)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("log %q: %w", dir, err)
+	}
+	var c logConfig
+	if err := json.Unmarshal(b, &c, json.RejectUnknownMembers(true)); err != nil || c.Format != configFormat {
+		return nil, fmt.Errorf("log %q: its %s is not one log init wrote", dir, configFile)
+	}
+	return &c, nil
 }
