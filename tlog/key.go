@@ -12,6 +12,9 @@ import (
 	"golang.org/x/mod/sumdb/note"
 )
 
+// errNotNoteKey says a file is not a key of a log or a witness.
+var errNotNoteKey = errors.New("not a log's or a witness's key (those are one line, NAME+HASH+KEY, from log init or witness keygen; session keys from keygen are another kind)")
+
 // maxKeySize bounds a key file: a note key is one short line.
 const maxKeySize = 4 << 10
 
@@ -25,6 +28,9 @@ func GenerateKey(path, name string) (string, error) {
 		return "", fmt.Errorf("key name %q: %w (a name has no spaces and no '+')", name, err)
 	}
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, fs.ErrExist) {
+		return "", fmt.Errorf("key file %q exists: a key is never overwritten (give another name)", path)
+	}
 	if err != nil {
 		return "", fmt.Errorf("create key: %w", err)
 	}
@@ -51,11 +57,11 @@ func readKeyLine(path string) (string, error) {
 	b := make([]byte, maxKeySize+1)
 	n, _ := f.Read(b)
 	if n > maxKeySize {
-		return "", fmt.Errorf("key file %q is over %d bytes: not a signed-note key", path, maxKeySize)
+		return "", fmt.Errorf("key file %q is over %d bytes: %w", path, maxKeySize, errNotNoteKey)
 	}
 	s := strings.TrimSuffix(string(b[:n]), "\n")
 	if strings.ContainsAny(s, "\n\r") || s == "" {
-		return "", fmt.Errorf("key file %q is not one line: not a signed-note key", path)
+		return "", fmt.Errorf("key file %q is not one line: %w", path, errNotNoteKey)
 	}
 	return s, nil
 }

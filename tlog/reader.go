@@ -136,7 +136,7 @@ func OpenCheckpoint(b []byte, verifier note.Verifier) (*Checkpoint, error) {
 	}
 	cp, _, _, err := log.ParseCheckpoint(b, verifier.Name(), verifier)
 	if err != nil {
-		return nil, fmt.Errorf("%w: the checkpoint is not signed by the log's key %q (or is malformed): %v", ErrNotVerified, verifier.Name(), err)
+		return nil, fmt.Errorf("%w: the checkpoint is not one signed by the log key given (%q), or is malformed", ErrNotVerified, verifier.Name())
 	}
 	return &Checkpoint{Checkpoint: *cp, Note: b}, nil
 }
