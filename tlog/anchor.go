@@ -110,9 +110,9 @@ func anchorOne(ctx context.Context, l Log, file string) (*AnchorResult, error) {
 	if err := writeAtomic(res.Receipt, r.Marshal()); err != nil {
 		return nil, err
 	}
-	cp, _ := OpenCheckpoint(r.Checkpoint, l.verifierOf())
+	cp, _ := OpenCheckpoint(r.Checkpoint, l.Verifier())
 	res.Size = cp.Size
-	n, _ := note.Open(r.Checkpoint, note.VerifierList(l.verifierOf()))
+	n, _ := note.Open(r.Checkpoint, note.VerifierList(l.Verifier()))
 	res.Cosigned = len(n.UnverifiedSigs)
 	return res, nil
 }
@@ -129,7 +129,7 @@ func Prove(ctx context.Context, l Log, index uint64, entry []byte) (*Receipt, er
 	// of its own: one note with every signature line.
 	merged := map[string]*Checkpoint{}
 	var order []string
-	for _, c := range append([]*Checkpoint{cp}, l.cosigned(ctx)...) {
+	for _, c := range append([]*Checkpoint{cp}, l.Cosigned(ctx)...) {
 		body, sigs := splitNote(c.Note)
 		m, ok := merged[body]
 		if !ok {
@@ -162,7 +162,7 @@ func Prove(ctx context.Context, l Log, index uint64, entry []byte) (*Receipt, er
 	}
 	sum := sha256.Sum256(entry)
 	r := &Receipt{Origin: l.Origin(), Index: index, Entry: sum[:], Proof: p, Checkpoint: best.Note}
-	if _, err := VerifyReceipt(r, entry, l.verifierOf(), nil, 0); err != nil {
+	if _, err := VerifyReceipt(r, entry, l.Verifier(), nil, 0); err != nil {
 		return nil, fmt.Errorf("log %q: the receipt made of its tiles does not verify: %w", l.Location(), err)
 	}
 	return r, nil
@@ -192,9 +192,9 @@ func sigCount(msg []byte) int {
 	return bytes.Count(msg[i+2:], []byte("\n"))
 }
 
-// cosigned returns the cosigned checkpoints witnesses published in the
+// Cosigned returns the cosigned checkpoints witnesses published in the
 // log's directory that verify under the log's key (a URL lists none).
-func (r *Reader) cosigned(ctx context.Context) []*Checkpoint {
+func (r *Reader) Cosigned(ctx context.Context) []*Checkpoint {
 	if isURL(r.loc) {
 		return nil
 	}
@@ -212,7 +212,8 @@ func (r *Reader) cosigned(ctx context.Context) []*Checkpoint {
 	return out
 }
 
-func (r *Reader) verifierOf() note.Verifier { return r.verifier }
+// Verifier checks the log's signature on its checkpoints.
+func (r *Reader) Verifier() note.Verifier { return r.verifier }
 
 // writeAtomic writes data to path through a synced temporary file.
 func writeAtomic(path string, data []byte) error {

@@ -32,10 +32,13 @@ type Log interface {
 	// Close waits until every appended entry is published, then stops.
 	Close(ctx context.Context) error
 
+	// Origin is the log's name; Location where it is read from.
 	Origin() string
 	Location() string
-	verifierOf() note.Verifier
-	cosigned(ctx context.Context) []*Checkpoint
+	// Verifier checks the log's signature on its checkpoints.
+	Verifier() note.Verifier
+	// Cosigned returns the checkpoints witnesses published cosigned.
+	Cosigned(ctx context.Context) []*Checkpoint
 }
 
 // Driver names, as a log location spells them: "posix:DIR", or a bare
