@@ -42,6 +42,22 @@ func TestLogWitnessVerify(t *testing.T) {
 		t.Fatalf("run with log: in layerseal.yaml: exit %d\n%s", code, log)
 	}
 	e.cliCheck(want, "verify", "--key", e.pub, out2, "--log-key", logKey+".pub")
+	// A log that fails at the end of a run loses nothing: reported, and
+	// log add anchors the output dir later.
+	ts := filepath.Join(logDir, ".state", "treeState")
+	good, _ := os.ReadFile(ts)
+	os.WriteFile(ts, []byte("garbage"), 0o644)
+	out3 := filepath.Join(e.dir, "run3")
+	if code, log := e.run(out3, "echo z > z", "--log", logDir); code != 0 || !strings.Contains(log, "not anchored in the log") || !strings.Contains(log, "log add") {
+		t.Fatalf("run --log with a broken log: exit %d\n%s", code, log)
+	}
+	if _, err := os.Stat(filepath.Join(out3, "statement.log-receipt.json")); err == nil {
+		t.Fatal("a receipt from a broken log")
+	}
+	e.cliCheck(want, "verify", "--key", e.pub, filepath.Join(out3, "statement.json"))
+	os.WriteFile(ts, good, 0o644)
+	e.cliCheck(0, "log", "add", logDir, out3)
+	e.cliCheck(want, "verify", "--key", e.pub, out3, "--log-key", logKey+".pub")
 	// Tampered, or another head's receipt: exit 1.
 	receipt := filepath.Join(out, "statement.log-receipt.json")
 	orig, _ := os.ReadFile(receipt)
@@ -66,7 +82,7 @@ func TestLogWitnessVerify(t *testing.T) {
 	e.cliCheck(0, "log", "add", logDir, out) // proven anew, now cosigned
 	e.cliCheck(want, "verify", "--key", e.pub, out, "--log-key", logKey+".pub", "--witness-key", w+".pub", "--witnesses", "1")
 	// log check, from the directory and over HTTP.
-	if got := e.cliCheck(0, "log", "check", logDir, "--log-key", logKey+".pub", "--since", state); !strings.Contains(got, "size 2") || !strings.Contains(got, "2 head(s) signed by key") {
+	if got := e.cliCheck(0, "log", "check", logDir, "--log-key", logKey+".pub", "--since", state); !strings.Contains(got, "size 3") || !strings.Contains(got, "3 head(s) signed by key") {
 		t.Errorf("log check: %s", got)
 	}
 	if ln, err := loopback(); err != nil {
@@ -85,7 +101,7 @@ func TestLogWitnessVerify(t *testing.T) {
 	// A fork: another log under the same key, holding other heads.
 	fork := filepath.Join(e.dir, "fork")
 	e.cliCheck(0, "log", "init", fork, "--key", logKey)
-	for _, o := range []string{out2, out} {
+	for _, o := range []string{out2, out, out3} {
 		c := filepath.Join(e.dir, "copy-"+filepath.Base(o))
 		os.MkdirAll(c, 0o755)
 		b, _ := os.ReadFile(filepath.Join(o, "statement.head.json"))
@@ -94,7 +110,7 @@ func TestLogWitnessVerify(t *testing.T) {
 	}
 	before, _ := os.ReadFile(state)
 	code, _, stderr := e.cli("witness", "--log", fork, "--log-key", logKey+".pub", "--key", w, "--state", state)
-	if code != exitFailed || !strings.Contains(stderr, "size 2 root") || !strings.Contains(stderr, "nothing signed") {
+	if code != exitFailed || !strings.Contains(stderr, "size 3 root") || !strings.Contains(stderr, "nothing signed") {
 		t.Errorf("witness over a fork: exit %d\n%s", code, stderr)
 	}
 	if after, _ := os.ReadFile(state); string(after) != string(before) {
