@@ -117,13 +117,21 @@ func anchorSession(ctx context.Context, dir, out, key string) error {
 	if err != nil {
 		return exitWith(exitFailed, err)
 	}
-	for _, r := range res {
-		what := "appended"
-		if !r.Appended {
-			what = "already in the log, proven anew"
+	st := res[0] // the statement's head; then the checkpoints'
+	what := "appended"
+	if !st.Appended {
+		what = "already in the log, proven anew"
+	}
+	fmt.Fprintf(os.Stderr, "layerseal: statement head: entry %d, %s; receipt %s against checkpoint %d with %d cosignature(s)\n",
+		st.Index, what, st.Receipt, st.Size, st.Cosigned)
+	if n := len(res) - 1; n > 0 {
+		added := 0
+		for _, r := range res[1:] {
+			if r.Appended {
+				added++
+			}
 		}
-		fmt.Fprintf(os.Stderr, "layerseal: %s: entry %d, %s; receipt %s against checkpoint %d with %d cosignature(s)\n",
-			filepath.Base(r.Head), r.Index, what, r.Receipt, r.Size, r.Cosigned)
+		fmt.Fprintf(os.Stderr, "layerseal: %d checkpoint head(s), %d appended now; a receipt beside each\n", n, added)
 	}
 	return nil
 }
