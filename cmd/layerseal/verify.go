@@ -22,8 +22,8 @@ import (
 func verifyCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "verify",
-		Usage:     "verify a statement, a checkpoint, a launch record, a signed head or a proof bundle (from prove) offline: exit 0 complete (a bundle: holds), 2 incomplete (a bundle: holds, but the statement is incomplete where it matters), 1 not verified or malformed",
-		ArgsUsage: "STATEMENT|CHECKPOINT|LAUNCH|HEAD|BUNDLE",
+		Usage:     "verify a statement, a checkpoint, a launch record, a signed head or a proof bundle (from prove) offline, or with --log-key a run's log receipt (OUT, or a HEAD): exit 0 complete (a bundle: holds), 2 incomplete (a bundle: holds, but the statement is incomplete where it matters), 1 not verified or malformed",
+		ArgsUsage: "STATEMENT|CHECKPOINT|LAUNCH|HEAD|BUNDLE|OUT",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "key", Usage: "public `KEY.pub` (from keygen)"},
 			&cli.StringFlag{Name: "launch", Usage: "the run's `launch.json`: also check the statement is bound to it"},
