@@ -244,7 +244,7 @@ func cleanYAMLError(err error) error {
 		msgs = te.Errors
 	}
 	for i, m := range msgs {
-		m = unknownField.ReplaceAllString(m, "unknown key \"$1\" (the keys are exclude, protected, digest_cap, max_entries_per_dir, budget (entries, time), checkpoint_every, apply)")
+		m = unknownField.ReplaceAllString(m, "unknown key \"$1\" (the keys are exclude, protected, digest_cap, max_entries_per_dir, budget (entries, time), checkpoint_every, apply, log)")
 		m = wrongKind.ReplaceAllString(m, "$2 is not a value this key takes")
 		msgs[i] = m
 	}
