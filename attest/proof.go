@@ -3,6 +3,7 @@ package attest
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"math/bits"
@@ -48,8 +49,9 @@ const (
 //	size     the tree's size, decimal string: the head's count, or its
 //	         applied_count with applied
 //	leaves   array of {"index": decimal string, "entry": an entry as in a
-//	         statement's changes, "inclusion": array of lowercase hex
-//	         hashes}, indices strictly increasing
+//	         statement's changes, "inclusion": the audit path's 32-byte
+//	         hashes one after the other, base64 (standard, padded)},
+//	         indices strictly increasing
 //	head     the head's envelope file, base64 (standard, padded)
 //
 // The inclusion member of the first leaf is its whole audit path, from the
@@ -119,7 +121,7 @@ type bundleJSON struct {
 type proofLeafJSON struct {
 	Index     uint64    `json:"index,string"`
 	Entry     entryJSON `json:"entry"`
-	Inclusion []string  `json:"inclusion"`
+	Inclusion []byte    `json:"inclusion"`
 }
 
 // auditLen is the number of hashes in the RFC 6962 audit path of the leaf
@@ -148,11 +150,8 @@ func (b *Bundle) Marshal() ([]byte, error) {
 		if i > 0 {
 			own = own[:len(own)-sharedTail(own, b.Leaves[i-1].Inclusion)]
 		}
-		j.Leaves[i] = proofLeafJSON{Index: l.Index, Inclusion: hexList(own),
+		j.Leaves[i] = proofLeafJSON{Index: l.Index, Inclusion: bytes.Join(own, nil),
 			Entry: entryJSON{Path: e.Path, Change: e.Change, Old: stateToJSON(e.Old), New: stateToJSON(e.New)}}
-		if j.Leaves[i].Inclusion == nil {
-			j.Leaves[i].Inclusion = []string{}
-		}
 	}
 	out, err := canonicalJSON(j)
 	if err != nil {
@@ -207,12 +206,11 @@ func ParseBundle(file []byte) (*Bundle, error) {
 		if err != nil {
 			return nil, malformed("bundle: leaf %d: %v", l.Index, err)
 		}
-		for _, h := range l.Inclusion {
-			d, err := parseHex("inclusion hash", h)
-			if err != nil {
-				return nil, malformed("bundle: leaf %d: %v", l.Index, err)
-			}
-			pl.Inclusion = append(pl.Inclusion, d)
+		if len(l.Inclusion)%sha256.Size != 0 {
+			return nil, malformed("bundle: leaf %d: inclusion of %d bytes is not a whole number of 32-byte hashes", l.Index, len(l.Inclusion))
+		}
+		for h := range slices.Chunk(l.Inclusion, sha256.Size) {
+			pl.Inclusion = append(pl.Inclusion, h)
 		}
 		if i > 0 {
 			// Complete the audit path with the previous one's last hashes.
@@ -659,16 +657,39 @@ func readChangeSets(env []byte) (observed, applied []Entry, distinct bool, err e
 	return observed, applied, true, err
 }
 
-// entriesFromJSON converts entries, their states in one allocation.
+// entriesFromJSON converts entries, with their states and digests in one
+// allocation each.
 func entriesFromJSON(js []entryJSON) ([]Entry, error) {
-	es := make([]Entry, len(js))
+	n := 0
 	for i := range js {
-		j := &js[i]
-		e := &es[i]
+		n += b2i(js[i].Old != nil) + b2i(js[i].New != nil)
+	}
+	es, states, digests := make([]Entry, len(js)), make([]State, n), make([]byte, n*sha256.Size)
+	state := func(j *stateJSON) (*State, error) {
+		if j == nil {
+			return nil, nil
+		}
+		s := &states[0]
+		states = states[1:]
+		*s = State{Type: j.Type, Mode: j.Mode, UID: j.UID, GID: j.GID, Size: j.Size, MtimeNS: j.MtimeNS, Target: j.Target, Rdev: j.Rdev, Link: j.Link}
+		if j.SHA256 != "" {
+			d := digests[:sha256.Size:sha256.Size]
+			if n, err := hex.Decode(d, []byte(j.SHA256)); err != nil || n != sha256.Size || len(j.SHA256) != 2*sha256.Size {
+				return nil, fmt.Errorf("sha256 %q is not 64 hex digits", j.SHA256)
+			}
+			s.SHA256, digests = d, digests[sha256.Size:]
+		}
+		for _, x := range j.Xattrs {
+			s.Xattrs = append(s.Xattrs, Xattr{Name: string(x.Name), Value: nilIfEmpty(x.Value)})
+		}
+		return s, nil
+	}
+	for i := range js {
+		j, e := &js[i], &es[i]
 		e.Path, e.Change = j.Path, j.Change
 		var err error
-		if e.Old, err = stateFromJSON(j.Old); err == nil {
-			e.New, err = stateFromJSON(j.New)
+		if e.Old, err = state(j.Old); err == nil {
+			e.New, err = state(j.New)
 		}
 		if err != nil {
 			return nil, malformed("entry %q: %v", j.Path.String(), err)

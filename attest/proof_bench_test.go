@@ -66,7 +66,9 @@ func BenchmarkProof(b *testing.B) {
 	const n = 100_000
 	s := testSigner(b, 1)
 	dir := bigSession(b, s, n)
-	changed, absent := Path("src/d0500/f050.go"), Path("src/d0500/f050.go2")
+	// The absent path's neighbours are leaves 65535 and 65536, whose
+	// audit paths share nothing but the root: the largest absence bundle.
+	changed, absent := Path("src/d0500/f050.go"), Path("src/d0655/f035.gox")
 	b.Run("prove", func(b *testing.B) {
 		for b.Loop() {
 			if _, err := proveFromDir(dir, absent); err != nil {

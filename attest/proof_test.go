@@ -248,7 +248,8 @@ func TestBundleStrict(t *testing.T) {
 		{"no newline", "}\n", "}"},
 		{"unknown kind", `"kind":"inclusion"`, `"kind":"superset"`},
 		{"size as number", `"size":"8"`, `"size":8`},
-		{"uppercase hash", `"inclusion":["`, `"inclusion":["A`},
+		{"inclusion not whole hashes", `"inclusion":"`, `"inclusion":"AAAA`},
+		{"inclusion not base64", `"inclusion":"`, `"inclusion":"*`},
 		{"invalid path", `"path":"bin"`, `"path":"bin/../x"`},
 		{"invalid entry", `"change":"typechange"`, `"change":"modified"`},
 	} {
