@@ -509,6 +509,10 @@ func (b *Bundle) claim(p *Proven) error {
 			p.Neighbours = append(p.Neighbours, l.Entry)
 		}
 	}
+	if i := slices.IndexFunc(p.Changed, func(e Entry) bool { return e.Path == b.Path }); i >= 0 {
+		e := p.Changed[i]
+		p.Entry = &e
+	}
 	return nil
 }
 
