@@ -157,14 +157,16 @@ func TestExportTamperFields(t *testing.T) {
 		return c
 	}
 	cases := map[string][]byte{
-		"launch of another session":           edit(func(y *Export) { y.Launch = o.Launch }),
-		"statement of another session":        edit(func(y *Export) { y.Statement = o.Statement }),
-		"head of another session":             edit(func(y *Export) { y.Head = o.Head }),
-		"checkpoint head as statement head":   edit(func(y *Export) { y.Head = x.Checkpoints[3].Head }),
-		"statement head as checkpoint head":   edit(func(y *Export) { y.Checkpoints[3].Head = x.Head }),
-		"checkpoint of another session":       edit(func(y *Export) { y.Checkpoints[1] = o.Checkpoints[1] }),
-		"checkpoint head of another session":  edit(func(y *Export) { y.Checkpoints[1].Head = o.Checkpoints[1].Head }),
-		"checkpoint heads swapped":            edit(func(y *Export) { y.Checkpoints[0].Head, y.Checkpoints[1].Head = y.Checkpoints[1].Head, y.Checkpoints[0].Head }),
+		"launch of another session":          edit(func(y *Export) { y.Launch = o.Launch }),
+		"statement of another session":       edit(func(y *Export) { y.Statement = o.Statement }),
+		"head of another session":            edit(func(y *Export) { y.Head = o.Head }),
+		"checkpoint head as statement head":  edit(func(y *Export) { y.Head = x.Checkpoints[3].Head }),
+		"statement head as checkpoint head":  edit(func(y *Export) { y.Checkpoints[3].Head = x.Head }),
+		"checkpoint of another session":      edit(func(y *Export) { y.Checkpoints[1] = o.Checkpoints[1] }),
+		"checkpoint head of another session": edit(func(y *Export) { y.Checkpoints[1].Head = o.Checkpoints[1].Head }),
+		"checkpoint heads swapped": edit(func(y *Export) {
+			y.Checkpoints[0].Head, y.Checkpoints[1].Head = y.Checkpoints[1].Head, y.Checkpoints[0].Head
+		}),
 		"checkpoints swapped":                 edit(func(y *Export) { y.Checkpoints[0], y.Checkpoints[1] = y.Checkpoints[1], y.Checkpoints[0] }),
 		"last checkpoint dropped":             edit(func(y *Export) { y.Checkpoints = y.Checkpoints[:3] }),
 		"first checkpoint dropped":            edit(func(y *Export) { y.Checkpoints = y.Checkpoints[1:] }),
