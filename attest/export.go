@@ -214,7 +214,7 @@ func VerifyExport(file []byte, pub PublicKey, opts ProofOptions) (*Evidence, err
 		return fmt.Errorf("%s: %w: %v", what, ErrNotVerified, err)
 	}
 	if ev.Launch, err = VerifyLaunch(x.Launch, pub); err != nil {
-		return nil, part("the launch record", err)
+		return nil, part("the launch record", whyNotVerified(err, x.Launch, pub, nil))
 	}
 	if opts.SessionID != "" && ev.Launch.SessionID != opts.SessionID {
 		return nil, fmt.Errorf("%w: the export is of session %s, not of session %q", ErrNotVerified, ev.Launch.SessionID, opts.SessionID)

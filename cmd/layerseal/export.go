@@ -124,7 +124,7 @@ func verifyExport(cmd *cli.Command, path string, file []byte, pub attest.PublicK
 	}
 	if !ev.Complete() {
 		if len(ev.Proofs) > 0 {
-			fmt.Fprintln(os.Stderr, "layerseal: a proof holds only with the statement's incompleteness (above): it does not show what it would of a complete statement")
+			fmt.Fprintln(os.Stderr, "layerseal: the statement is incomplete in a way that covers what a proof above speaks of, so it does not show that the path is untouched, nor that the changes listed are all")
 		}
 		return exitWith(exitIncomplete, nil)
 	}
