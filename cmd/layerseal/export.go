@@ -42,11 +42,7 @@ func exportCommand() *cli.Command {
 					return exitWith(exitFailed, fmt.Errorf("export: %w", err))
 				}
 				for _, p := range paths {
-					prove := pr.Prove
-					if cmd.Bool("subtree") {
-						prove = pr.ProveSubtree
-					}
-					b, err := prove(p, cmd.Bool("applied"))
+					b, err := proveWith(pr, cmd.Bool("subtree"))(p, cmd.Bool("applied"))
 					if err != nil {
 						return exitWith(exitFailed, fmt.Errorf("export: %w", err))
 					}
@@ -85,11 +81,7 @@ func verifyExport(cmd *cli.Command, path string, file []byte, pub attest.PublicK
 				m["change"] = entryJSONOf(p.Entry)
 			}
 			if p.Kind == attest.Subtree {
-				cs := []map[string]any{}
-				for i := range p.Changed {
-					cs = append(cs, entryJSONOf(&p.Changed[i]))
-				}
-				m["changes"] = cs
+				m["changes"] = entriesJSONOf(p.Changed)
 			}
 			proofs = append(proofs, m)
 		}

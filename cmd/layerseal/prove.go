@@ -47,11 +47,7 @@ func proveCommand() *cli.Command {
 				}
 			}
 			for i, p := range paths {
-				prove := pr.Prove
-				if cmd.Bool("subtree") {
-					prove = pr.ProveSubtree
-				}
-				b, err := prove(p, cmd.Bool("applied"))
+				b, err := proveWith(pr, cmd.Bool("subtree"))(p, cmd.Bool("applied"))
 				if err != nil {
 					return exitWith(exitFailed, err)
 				}
@@ -80,6 +76,14 @@ func proveCommand() *cli.Command {
 			return nil
 		},
 	}
+}
+
+// proveWith is pr's Prove, or ProveSubtree with subtree.
+func proveWith(pr *attest.Prover, subtree bool) func(attest.Path, bool) ([]byte, error) {
+	if subtree {
+		return pr.ProveSubtree
+	}
+	return pr.Prove
 }
 
 // parsePaths parses workspace paths as `show` prints them (a leading
@@ -170,11 +174,7 @@ func printProven(cmd *cli.Command, got *attest.Proven) {
 			m["neighbours"] = ns
 		}
 		if got.Kind == attest.Subtree {
-			cs := []map[string]any{}
-			for i := range got.Changed {
-				cs = append(cs, entryJSONOf(&got.Changed[i]))
-			}
-			m["changes"] = cs
+			m["changes"] = entriesJSONOf(got.Changed)
 		}
 		printJSON(m)
 	} else {
@@ -190,16 +190,8 @@ func printProven(cmd *cli.Command, got *attest.Proven) {
 				}
 			}
 		case attest.Subtree:
-			var names []string
-			for _, n := range got.Neighbours {
-				names = append(names, n.Path.String())
-			}
-			between := "no change next to it"
-			if len(names) > 0 {
-				between = "its neighbours in path order: " + strings.Join(names, ", ")
-			}
 			if len(got.Changed) == 0 {
-				fmt.Printf("verified: nothing at or under %s is in the %s of session %s (%d change(s); %s)\n", got.Path, set, got.Head.SessionID, size, between)
+				fmt.Printf("verified: nothing at or under %s is in the %s of session %s (%d change(s); %s)\n", got.Path, set, got.Head.SessionID, size, neighboursText(got))
 			} else {
 				fmt.Printf("verified: %d change(s) at or under %s, and no other, in the %s of session %s (%d change(s))\n", len(got.Changed), got.Path, set, got.Head.SessionID, size)
 				for _, e := range got.Changed {
@@ -207,15 +199,7 @@ func printProven(cmd *cli.Command, got *attest.Proven) {
 				}
 			}
 		default:
-			var names []string
-			for _, n := range got.Neighbours {
-				names = append(names, n.Path.String())
-			}
-			between := "the change set is empty"
-			if len(names) > 0 {
-				between = "its neighbours in path order: " + strings.Join(names, ", ")
-			}
-			fmt.Printf("verified: %s is not in the %s of session %s (%d change(s); %s)\n", got.Path, set, got.Head.SessionID, size, between)
+			fmt.Printf("verified: %s is not in the %s of session %s (%d change(s); %s)\n", got.Path, set, got.Head.SessionID, size, neighboursText(got))
 		}
 		for _, r := range reasons {
 			at := ""
@@ -228,6 +212,26 @@ func printProven(cmd *cli.Command, got *attest.Proven) {
 			fmt.Printf("excluded: %s is summarized, not listed, in the statement\n", excluded)
 		}
 	}
+}
+
+// neighboursText names the neighbours a bundle showed.
+func neighboursText(got *attest.Proven) string {
+	if len(got.Neighbours) == 0 {
+		return "the change set is empty"
+	}
+	var names []string
+	for _, n := range got.Neighbours {
+		names = append(names, n.Path.String())
+	}
+	return "its neighbours in path order: " + strings.Join(names, ", ")
+}
+
+func entriesJSONOf(es []attest.Entry) []map[string]any {
+	out := []map[string]any{}
+	for i := range es {
+		out = append(out, entryJSONOf(&es[i]))
+	}
+	return out
 }
 
 func headReasonsJSON(rs []attest.Reason) []map[string]any {
