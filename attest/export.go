@@ -136,7 +136,7 @@ func ParseExport(file []byte) (*Export, error) {
 	}
 	var j exportJSON
 	if err := strictJSON(file, &j, "export"); err != nil {
-		return nil, err
+		return nil, formatFirst(file, ExportFormat, err)
 	}
 	if j.Format != ExportFormat {
 		return nil, malformed("unsupported format %q (this version reads %q)", j.Format, ExportFormat)

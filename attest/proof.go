@@ -124,6 +124,19 @@ type proofLeafJSON struct {
 	Inclusion []byte    `json:"inclusion"`
 }
 
+// formatFirst returns, for a file that did not decode with err, that its
+// format tag is not want when it has another one: a file of another
+// version is refused for that, not for what differs in it.
+func formatFirst(file []byte, want string, err error) error {
+	var f struct {
+		Format string `json:"format"`
+	}
+	if json.Unmarshal(file, &f) == nil && f.Format != want {
+		return malformed("unsupported format %q (this version reads %q)", f.Format, want)
+	}
+	return err
+}
+
 // auditLen is the number of hashes in the RFC 6962 audit path of the leaf
 // at index in a tree of size leaves (index < size).
 func auditLen(index, size uint64) int {
@@ -171,7 +184,7 @@ func ParseBundle(file []byte) (*Bundle, error) {
 	}
 	var j bundleJSON
 	if err := strictJSON(file, &j, "bundle"); err != nil {
-		return nil, err
+		return nil, formatFirst(file, BundleFormat, err)
 	}
 	if j.Format != BundleFormat {
 		return nil, malformed("unsupported format %q (this version reads %q)", j.Format, BundleFormat)
@@ -586,7 +599,7 @@ func newProver(h *Head, headEnv []byte, observed, applied []Entry, distinct bool
 			root, size = h.AppliedRoot, h.AppliedCount
 		}
 		if t.Size() != size || !bytes.Equal(t.root, root) {
-			return nil, errors.New("the head is not the head of this statement: its root or count differs")
+			return nil, errors.New("the head is not the head of this statement: its root or count differs (are they of two runs, or was one altered?)")
 		}
 		pr.trees[k] = t
 	}

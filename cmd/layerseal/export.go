@@ -34,12 +34,12 @@ func exportCommand() *cli.Command {
 			}
 			x, err := attest.ReadExport(out)
 			if err != nil {
-				return exitWith(exitFailed, fmt.Errorf("export: %w; OUT is the --out directory of a finished run", err))
+				return exitWith(exitFailed, fmt.Errorf("export: %w%s", err, notRunHint(out, err)))
 			}
 			if len(paths) > 0 {
 				pr, err := attest.OpenProver(out)
 				if err != nil {
-					return exitWith(exitFailed, fmt.Errorf("export: %w", err))
+					return exitWith(exitFailed, fmt.Errorf("export: %w%s", err, notRunHint(out, err)))
 				}
 				for _, p := range paths {
 					b, err := proveWith(pr, cmd.Bool("subtree"))(p, cmd.Bool("applied"))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -38,8 +39,7 @@ func proveCommand() *cli.Command {
 			}
 			pr, err := attest.OpenProver(out)
 			if err != nil {
-				return exitWith(exitFailed, fmt.Errorf("prove: %w; OUT is the --out directory of a finished run, which holds %s and its signed head %s (a run of an older layerseal wrote no head)",
-					err, attest.StatementFile, attest.HeadFile(attest.StatementFile)))
+				return exitWith(exitFailed, fmt.Errorf("prove: %w%s", err, notRunHint(out, err)))
 			}
 			if len(paths) > 1 {
 				if err := os.MkdirAll(dest, 0o755); err != nil {
@@ -76,6 +76,16 @@ func proveCommand() *cli.Command {
 			return nil
 		},
 	}
+}
+
+// notRunHint is what to add to err, an error reading the run in out,
+// when a file of the run is missing.
+func notRunHint(out string, err error) string {
+	if !errors.Is(err, fs.ErrNotExist) {
+		return ""
+	}
+	return fmt.Sprintf("; OUT is the --out directory of a finished run, which holds %s and its signed head %s beside it, and each checkpoint's head beside the checkpoint (a run of an older layerseal wrote no heads)",
+		attest.StatementFile, attest.HeadFile(attest.StatementFile))
 }
 
 // proveWith is pr's Prove, or ProveSubtree with subtree.
