@@ -144,16 +144,20 @@ func TestProveCovered(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			st, head := proofSetup(t, s, session1, c.reasons, sampleEntries(), c.excluded)
 			for _, p := range c.covered {
-				got, err := VerifyBundle(prove(t, st, head, p, false), s.Public())
-				if !errors.Is(err, ErrIncomplete) || got == nil || got.Holds() {
-					t.Fatalf("%q: %+v, %v; want it covered", p, got, err)
+				for _, b := range [][]byte{prove(t, st, head, p, false), proveSubtree(t, st, head, p, false)} {
+					got, err := VerifyBundle(b, s.Public())
+					if !errors.Is(err, ErrIncomplete) || got == nil || got.Holds() {
+						t.Fatalf("%q: %+v, %v; want it covered", p, got, err)
+					}
+					truth(t, st, got)
 				}
-				truth(t, st, got)
 			}
 			for _, p := range c.clear {
-				got, err := VerifyBundle(prove(t, st, head, p, false), s.Public())
-				if err != nil || !got.Holds() {
-					t.Fatalf("%q: %+v, %v; want it to hold", p, got, err)
+				for _, b := range [][]byte{prove(t, st, head, p, false), proveSubtree(t, st, head, p, false)} {
+					got, err := VerifyBundle(b, s.Public())
+					if err != nil || !got.Holds() {
+						t.Fatalf("%q: %+v, %v; want it to hold", p, got, err)
+					}
 				}
 			}
 		})
