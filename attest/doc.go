@@ -24,8 +24,9 @@
 // A statement's or checkpoint's signed [Head] ([HeadOf], [SignHead],
 // [VerifyHead]) commits to its change set without listing it; a [Prover]
 // makes a proof bundle of one path against it (an inclusion proof of its
-// entry, or an absence proof by its adjacent leaves), which [VerifyBundle]
-// checks with the public key alone.
+// entry, an absence proof by its adjacent leaves, or every change under a
+// subtree), which [VerifyBundle] checks with the public key alone. An
+// [Export] holds a whole session in one file, which [VerifyExport] checks.
 //
 // Every value has exactly one valid encoding: paths and other byte strings
 // use the text form documented at [Path.MarshalText], and decoding is strict

@@ -145,7 +145,19 @@ func ExampleProver() {
 			fmt.Println(got.Path, "unchanged, between", got.Neighbours[0].Path, "and", got.Neighbours[1].Path)
 		}
 	}
+	// Every change under src, and provably no other.
+	bundle, err := pr.ProveSubtree("src", false)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	if got, err := attest.VerifyBundle(bundle, signer.Public()); err == nil {
+		for _, e := range got.Changed {
+			fmt.Println("under src:", e.Path, e.Change)
+		}
+	}
 	// Output:
 	// src/main.go added
 	// deploy/prod.yaml unchanged, between a.txt and src/main.go
+	// under src: src/main.go added
 }

@@ -43,6 +43,7 @@ func FuzzBundle(f *testing.F) {
 	st, head := proofSetup(f, s, session1, []Reason{{Code: DigestCap, Path: "src", Detail: "x"}}, sampleEntries(), nil)
 	for _, p := range []Path{"bin", "b", "zzz", "src/main.go"} {
 		f.Add(prove(f, st, head, p, false))
+		f.Add(proveSubtree(f, st, head, p, false))
 	}
 	f.Fuzz(func(t *testing.T, file []byte) {
 		got, err := VerifyBundle(file, s.Public())

@@ -37,7 +37,11 @@ const LeafTag = "layerseal/leaf/v1\x00"
 // 2^32-1 bytes or a digest is neither absent nor 32 bytes, which a valid
 // entry never is. A later format gets a new tag.
 func (e *Entry) MarshalLeaf() []byte {
-	b := make([]byte, 0, 128+len(e.Path))
+	return e.appendLeaf(make([]byte, 0, 128+len(e.Path)))
+}
+
+// appendLeaf appends e.MarshalLeaf() to b.
+func (e *Entry) appendLeaf(b []byte) []byte {
 	b = append(b, LeafTag...)
 	b = appendBytes(b, string(e.Path))
 	b = appendBytes(b, string(e.Change))

@@ -1,6 +1,7 @@
 package attest
 
 import (
+	"crypto/sha256"
 	"fmt"
 
 	"github.com/transparency-dev/merkle/compact"
@@ -60,29 +61,33 @@ func rootOf(r *compact.Range) ([]byte, error) {
 // Tree is the Merkle tree over a statement's entries, kept in memory to
 // answer inclusion proofs.
 type Tree struct {
-	size   uint64
-	levels [][][]byte // levels[l][i]: hash of the perfect subtree at level l, index i
+	size uint64
+	// levels[l] holds the hashes of the perfect subtrees at level l, in
+	// index order, 32 bytes each.
+	levels [][]byte
 	root   []byte
 }
 
 // NewTree builds the tree over entries, which must be valid and sorted by
-// path bytes with unique paths. It costs what MerkleRoot does plus memory for about 2n
-// hashes (64n bytes).
+// path bytes with unique paths. It costs what MerkleRoot does plus memory
+// for about 2n hashes (64n bytes), in one allocation per level.
 func NewTree(entries []Entry) (*Tree, error) {
 	if err := checkEntries(entries); err != nil {
 		return nil, fmt.Errorf("merkle tree: %w", err)
 	}
 	t := &Tree{size: uint64(len(entries))}
+	for n := len(entries); n > 0; n >>= 1 {
+		t.levels = append(t.levels, make([]byte, 0, n*sha256.Size))
+	}
 	visit := func(id compact.NodeID, hash []byte) {
-		for uint(len(t.levels)) <= id.Level {
-			t.levels = append(t.levels, nil)
-		}
 		// Nodes of one level complete in index order.
-		t.levels[id.Level] = append(t.levels[id.Level], hash)
+		t.levels[id.Level] = append(t.levels[id.Level], hash...)
 	}
 	r := rangeFactory.NewEmptyRange(0)
+	var buf []byte
 	for i := range entries {
-		if err := r.Append(entries[i].LeafHash(), visit); err != nil {
+		buf = entries[i].appendLeaf(buf[:0])
+		if err := r.Append(leafHash(buf), visit); err != nil {
 			return nil, fmt.Errorf("merkle tree: %w", err)
 		}
 	}
@@ -110,10 +115,11 @@ func (t *Tree) InclusionProof(index uint64) ([][]byte, error) {
 	}
 	hashes := make([][]byte, len(nodes.IDs))
 	for i, id := range nodes.IDs {
-		if id.Level >= uint(len(t.levels)) || id.Index >= uint64(len(t.levels[id.Level])) {
+		if id.Level >= uint(len(t.levels)) || id.Index >= uint64(len(t.levels[id.Level])/sha256.Size) {
 			return nil, fmt.Errorf("inclusion proof: node %d at level %d missing", id.Index, id.Level)
 		}
-		hashes[i] = t.levels[id.Level][id.Index]
+		at := id.Index * sha256.Size
+		hashes[i] = t.levels[id.Level][at : at+sha256.Size : at+sha256.Size]
 	}
 	p, err := nodes.Rehash(hashes, rfc6962.DefaultHasher.HashChildren)
 	if err != nil {

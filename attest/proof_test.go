@@ -69,6 +69,19 @@ func truth(t testing.TB, st *Statement, p *Proven) {
 		if i >= 0 {
 			t.Fatalf("bundle proves %q unchanged; the statement lists it", p.Path)
 		}
+	case Subtree:
+		var want []Entry
+		for _, e := range es {
+			if p.Path == Root || Within(e.Path, p.Path) {
+				want = append(want, e)
+			}
+		}
+		if !reflect.DeepEqual(want, p.Changed) && len(want)+len(p.Changed) > 0 {
+			t.Fatalf("bundle proves the changes at or under %q are %v; the statement says %v", p.Path, p.Changed, want)
+		}
+		if (i >= 0) != (p.Entry != nil) || i >= 0 && !reflect.DeepEqual(&es[i], p.Entry) {
+			t.Fatalf("subtree bundle of %q: entry %+v", p.Path, p.Entry)
+		}
 	default:
 		t.Fatalf("proven kind %q", p.Kind)
 	}
@@ -131,16 +144,20 @@ func TestProveCovered(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			st, head := proofSetup(t, s, session1, c.reasons, sampleEntries(), c.excluded)
 			for _, p := range c.covered {
-				got, err := VerifyBundle(prove(t, st, head, p, false), s.Public())
-				if !errors.Is(err, ErrIncomplete) || got == nil || got.Holds() {
-					t.Fatalf("%q: %+v, %v; want it covered", p, got, err)
+				for _, b := range [][]byte{prove(t, st, head, p, false), proveSubtree(t, st, head, p, false)} {
+					got, err := VerifyBundle(b, s.Public())
+					if !errors.Is(err, ErrIncomplete) || got == nil || got.Holds() {
+						t.Fatalf("%q: %+v, %v; want it covered", p, got, err)
+					}
+					truth(t, st, got)
 				}
-				truth(t, st, got)
 			}
 			for _, p := range c.clear {
-				got, err := VerifyBundle(prove(t, st, head, p, false), s.Public())
-				if err != nil || !got.Holds() {
-					t.Fatalf("%q: %+v, %v; want it to hold", p, got, err)
+				for _, b := range [][]byte{prove(t, st, head, p, false), proveSubtree(t, st, head, p, false)} {
+					got, err := VerifyBundle(b, s.Public())
+					if err != nil || !got.Holds() {
+						t.Fatalf("%q: %+v, %v; want it to hold", p, got, err)
+					}
 				}
 			}
 		})
@@ -196,7 +213,7 @@ func TestBundleForgeries(t *testing.T) {
 	}{
 		{"non-adjacent neighbours", editBundle(t, absent, func(b *Bundle) { b.Leaves[1] = leaf2.Leaves[0] }), false},
 		{"one neighbour only", editBundle(t, absent, func(b *Bundle) { b.Leaves = b.Leaves[:1] }), false},
-		{"neighbours swapped", editBundle(t, absent, func(b *Bundle) { b.Leaves[0], b.Leaves[1] = b.Leaves[1], b.Leaves[0] }), false},
+		{"neighbours swapped", editBundle(t, absent, func(b *Bundle) { b.Leaves[0], b.Leaves[1] = b.Leaves[1], b.Leaves[0] }), true},
 		{"wrong index", editBundle(t, included, func(b *Bundle) { b.Leaves[0].Index++ }), false},
 		{"wrong size", editBundle(t, included, func(b *Bundle) { b.Size++ }), false},
 		{"smaller size", editBundle(t, included, func(b *Bundle) { b.Size-- }), false},
@@ -243,12 +260,13 @@ func TestBundleStrict(t *testing.T) {
 		{"unknown member", `"kind":`, `"x":1,"kind":`},
 		{"duplicate member", `"kind":"inclusion"`, `"kind":"inclusion","kind":"inclusion"`},
 		{"case variant", `"kind":`, `"Kind":`},
-		{"wrong format tag", BundleFormat, "https://layerseal.dev/proof/v2"},
+		{"wrong format tag", BundleFormat, "https://layerseal.dev/proof/v1"},
 		{"trailing data", "}\n", "}\n{}\n"},
 		{"no newline", "}\n", "}"},
-		{"unknown kind", `"kind":"inclusion"`, `"kind":"subtree"`},
+		{"unknown kind", `"kind":"inclusion"`, `"kind":"superset"`},
 		{"size as number", `"size":"8"`, `"size":8`},
-		{"uppercase hash", `"inclusion":["`, `"inclusion":["A`},
+		{"inclusion not whole hashes", `"inclusion":"`, `"inclusion":"AAAA`},
+		{"inclusion not base64", `"inclusion":"`, `"inclusion":"*`},
 		{"invalid path", `"path":"bin"`, `"path":"bin/../x"`},
 		{"invalid entry", `"change":"typechange"`, `"change":"modified"`},
 	} {
@@ -343,5 +361,119 @@ func TestProveApplied(t *testing.T) {
 	// The applied absence read as of the observed change set fails.
 	if _, err := VerifyBundle(editBundle(t, b, func(b *Bundle) { b.Applied, b.Size = false, v.Count }), s.Public()); err != ErrNotVerified {
 		t.Fatalf("applied bundle as observed: %v", err)
+	}
+}
+
+func proveSubtree(t testing.TB, st *Statement, head []byte, p Path, applied bool) []byte {
+	t.Helper()
+	pr, err := NewProver(st, head)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := pr.ProveSubtree(p, applied)
+	if err != nil {
+		t.Fatalf("ProveSubtree(%q): %v", p, err)
+	}
+	return b
+}
+
+// TestProveSubtree: a subtree bundle of every path shows exactly the
+// changes at or under it, whatever sorts between the path and its
+// children ("src" < "src-x" < "src/...", "src.go" after "src/").
+func TestProveSubtree(t *testing.T) {
+	s := testSigner(t, 1)
+	es := sampleEntries()
+	extra := func(p Path) Entry { return Entry{Path: p, Change: Added, New: &State{Type: FIFO, Mode: 0o600}} }
+	es = append(es, extra("src-x"), extra("src.go"), extra("src0"), extra("zz/a"), extra("zz/b"))
+	slices.SortFunc(es, func(a, b Entry) int { return strings.Compare(string(a.Path), string(b.Path)) })
+	st, head := proofSetup(t, s, session1, nil, es, nil)
+	st0, head0 := proofSetup(t, s, session1, nil, nil, nil)
+	paths := []Path{".", "src", "sr", "src/main.go", "src/main", "zz", "zz/a", "dev", "b", "a", "zzz", "\xff", "new\nline\xff%", "ünïcode"}
+	for _, e := range es {
+		paths = append(paths, e.Path)
+	}
+	for _, p := range paths {
+		for _, c := range []struct {
+			st   *Statement
+			head []byte
+		}{{st, head}, {st0, head0}} {
+			b := proveSubtree(t, c.st, c.head, p, false)
+			got, err := VerifyBundle(b, s.Public())
+			if err != nil {
+				t.Fatalf("%q: %v", p, err)
+			}
+			if got.Kind != Subtree {
+				t.Fatalf("%q: kind %s", p, got.Kind)
+			}
+			truth(t, c.st, got)
+		}
+	}
+	got, err := VerifyBundle(proveSubtree(t, st, head, "src", false), s.Public())
+	if err != nil || len(got.Changed) != 2 || got.Changed[0].Path != "src" || got.Changed[1].Path != "src/main.go" {
+		t.Fatalf("src: %+v, %v", got, err)
+	}
+}
+
+// TestSubtreeForgeries: leaving a change out of a subtree bundle, or a
+// neighbour, or showing a leaf that proves nothing, is refused.
+func TestSubtreeForgeries(t *testing.T) {
+	s := testSigner(t, 1)
+	st, head := proofSetup(t, s, session1, nil, sampleEntries(), nil)
+	// Leaves: 0 ".", 1 "bin", 2 "dev/null2", 3 "new\nline\xff%", 4 "old",
+	// 5 "src", 6 "src/main.go", 7 "ünïcode/ファイル".
+	sub := proveSubtree(t, st, head, "src", false)
+	dev := proveSubtree(t, st, head, "dev", false) // "dev/null2" under it
+	other := prove(t, st, head, "bin", false)
+	otherLeaf, _ := ParseBundle(other)
+	for _, c := range []struct {
+		name      string
+		b         []byte
+		malformed bool
+	}{
+		{"a change left out", editBundle(t, sub, func(b *Bundle) {
+			b.Leaves = slices.DeleteFunc(b.Leaves, func(l ProofLeaf) bool { return l.Entry.Path == "src/main.go" })
+		}), false},
+		{"the path's own change left out", editBundle(t, sub, func(b *Bundle) {
+			b.Leaves = slices.DeleteFunc(b.Leaves, func(l ProofLeaf) bool { return l.Entry.Path == "src" })
+		}), false},
+		{"the neighbour after left out", editBundle(t, sub, func(b *Bundle) { b.Leaves = b.Leaves[:len(b.Leaves)-1] }), false},
+		{"the neighbour before left out", editBundle(t, dev, func(b *Bundle) { b.Leaves = b.Leaves[1:] }), false},
+		{"a leaf that proves nothing", editBundle(t, dev, func(b *Bundle) {
+			b.Leaves = append([]ProofLeaf{otherLeaf.Leaves[0]}, b.Leaves...)
+		}), true},
+		{"subtree read as another path", editBundle(t, dev, func(b *Bundle) { b.Path = "src" }), false},
+		{"a subtree with changes as absence", editBundle(t, sub, func(b *Bundle) { b.Kind = Absence }), true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := VerifyBundle(c.b, s.Public())
+			if c.malformed && !errors.Is(err, ErrMalformed) || !c.malformed && err != ErrNotVerified {
+				t.Fatalf("got %+v, %v; want malformed %t", got, err, c.malformed)
+			}
+		})
+	}
+}
+
+// TestBundleSession: VerifyBundleWith refuses a bundle of another session
+// than the one named, or not bound to the launch record given.
+func TestBundleSession(t *testing.T) {
+	s := testSigner(t, 1)
+	st, head := proofSetup(t, s, session1, nil, sampleEntries(), nil)
+	b := prove(t, st, head, "bin", false)
+	launch1, _ := SignLaunch(s, sampleLaunch(session1))
+	launch2, _ := SignLaunch(s, sampleLaunch(session2))
+	for _, o := range []ProofOptions{{}, {SessionID: session1}, {Launch: launch1}, {SessionID: session1, Launch: launch1}} {
+		if _, err := VerifyBundleWith(b, s.Public(), o); err != nil {
+			t.Fatalf("%+v: %v", o, err)
+		}
+	}
+	for _, o := range []ProofOptions{{SessionID: session2}, {Launch: launch2}, {SessionID: session1, Launch: launch2}} {
+		if _, err := VerifyBundleWith(b, s.Public(), o); !errors.Is(err, ErrNotVerified) {
+			t.Fatalf("%+v: %v; want not verified", o, err)
+		}
+	}
+	// A launch record under another key is not the session's.
+	other, _ := SignLaunch(testSigner(t, 2), sampleLaunch(session1))
+	if _, err := VerifyBundleWith(b, s.Public(), ProofOptions{Launch: other}); !rejected(errors.Unwrap(err)) && !errors.Is(err, ErrNotVerified) {
+		t.Fatalf("launch record of another key: %v", err)
 	}
 }

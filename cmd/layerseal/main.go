@@ -70,6 +70,7 @@ func runCLI(ctx context.Context, args []string) int {
 			runCommand(),
 			verifyCommand(),
 			proveCommand(),
+			exportCommand(),
 			showCommand(),
 			applyCommand(),
 			diffCommand(),

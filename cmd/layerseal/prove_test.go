@@ -78,3 +78,73 @@ func TestProveVerify(t *testing.T) {
 		t.Errorf("absence in an incomplete statement: exit %d\n%s%s", code, stdout, stderr)
 	}
 }
+
+// TestProveSubtreeExport: prove --subtree shows what changed under a path
+// or that nothing did; verify --session refuses another session's bundle;
+// export writes one file that verify checks whole (exit 0, or 2 with the
+// run's incompleteness), and refuses tampered or under another session.
+func TestProveSubtreeExport(t *testing.T) {
+	e := newEnv(t)
+	write(t, e.ws, map[string]string{"README": "hi\n", "src/main.go": "package main\n", "src/lib/x.go": "x\n", "deploy/prod.yaml": "p\n"})
+	out := filepath.Join(e.dir, "run")
+	if code, log := e.run(out, "echo more >> src/main.go; sleep 1.3; echo y > src/lib/y.go; echo n > notes", "--checkpoint-every", "1s"); code != 0 {
+		t.Fatalf("run: exit %d\n%s", code, log)
+	}
+	want := wantVerifyExit(t)
+	var head map[string]any
+	if err := json.Unmarshal([]byte(e.cliCheck(want, "verify", "--key", e.pub, "--json", filepath.Join(out, "statement.head.json"))), &head); err != nil {
+		t.Fatal(err)
+	}
+	session := head["session_id"].(string)
+	sub, none := filepath.Join(e.dir, "src.json"), filepath.Join(e.dir, "deploy.json")
+	e.cliCheck(0, "prove", "--subtree", out, "src", "--out", sub)
+	e.cliCheck(0, "prove", "--subtree", out, "deploy/", "--out", none)
+	got := e.cliCheck(want, "verify", "--key", e.pub, "--session", session, sub)
+	for _, s := range []string{"change(s) at or under src, and no other", "M  src/main.go", "A  src/lib/y.go"} {
+		if !strings.Contains(got, s) {
+			t.Errorf("verify of a subtree bundle lacks %q:\n%s", s, got)
+		}
+	}
+	if strings.Contains(got, "notes") || strings.Contains(got, "README") {
+		t.Errorf("verify of a subtree bundle names a path outside it:\n%s", got)
+	}
+	if got := e.cliCheck(want, "verify", "--key", e.pub, none); !strings.Contains(got, "nothing at or under deploy is in the observed change set") {
+		t.Errorf("verify of an empty subtree: %s", got)
+	}
+	other := "00112233445566778899aabbccddeeff"
+	if code, _, stderr := e.cli("verify", "--key", e.pub, "--session", other, sub); code != 1 || !strings.Contains(stderr, "not of session") {
+		t.Errorf("verify --session of another session: exit %d, %s", code, stderr)
+	}
+
+	ev := filepath.Join(e.dir, "evidence.json")
+	e.cliCheck(exitUsage, "export", out)
+	e.cliCheck(0, "export", out, "--out", ev, "--prove", "src/main.go", "--prove", "deploy/prod.yaml")
+	got = e.cliCheck(want, "verify", "--key", e.pub, "--session", session, ev)
+	for _, s := range []string{"verified: export of session " + session, "checkpoint(s) with their heads", "proof 1: src/main.go: changed (modified)", "proof 2: deploy/prod.yaml: not changed"} {
+		if !strings.Contains(got, s) {
+			t.Errorf("verify of an export lacks %q:\n%s", s, got)
+		}
+	}
+	var m map[string]any
+	if err := json.Unmarshal([]byte(e.cliCheck(want, "verify", "--key", e.pub, "--json", ev)), &m); err != nil {
+		t.Fatal(err)
+	}
+	if m["export"] != true || m["session_id"] != session || len(m["proofs"].([]any)) != 2 {
+		t.Errorf("verify --json of an export: %v", m)
+	}
+	if code, _, stderr := e.cli("verify", "--key", e.pub, "--session", other, ev); code != 1 || !strings.Contains(stderr, "not of session") {
+		t.Errorf("export verified as another session's: exit %d, %s", code, stderr)
+	}
+	b, _ := os.ReadFile(ev)
+	for i, bad := range []string{
+		strings.Replace(string(b), `"launch":"`, `"launch":"A`, 1),
+		strings.Replace(string(b), `"proofs":[`, `"proofs":[],"proofs":[`, 1),
+		strings.Replace(string(b), `"checkpoints":[{`, `"checkpoints":[{"x":1,`, 1),
+	} {
+		f := filepath.Join(e.dir, "bad.json")
+		os.WriteFile(f, []byte(bad), 0o644)
+		if code, _, stderr := e.cli("verify", "--key", e.pub, f); code != 1 || strings.Contains(stderr, "attest.") {
+			t.Errorf("tampered export %d: exit %d, %s", i, code, stderr)
+		}
+	}
+}

@@ -22,13 +22,14 @@ import (
 func verifyCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "verify",
-		Usage:     "verify a statement, a checkpoint, a launch record, a signed head or a proof bundle (from prove) offline, or with --log-key a run's log receipt (OUT, or a HEAD): exit 0 complete (a bundle: holds), 2 incomplete (a bundle: holds, but the statement is incomplete where it matters), 1 not verified or malformed",
-		ArgsUsage: "STATEMENT|CHECKPOINT|LAUNCH|HEAD|BUNDLE|OUT",
+		Usage:     "verify a statement, a checkpoint, a launch record, a signed head, a proof bundle (from prove) or an export (from export) offline, or with --log-key a run's log receipt (OUT, or a HEAD): exit 0 complete (a bundle: holds), 2 incomplete (a bundle: holds, but the statement is incomplete where it matters), 1 not verified or malformed",
+		ArgsUsage: "STATEMENT|CHECKPOINT|LAUNCH|HEAD|BUNDLE|EXPORT|OUT",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "key", Usage: "public `KEY.pub` (from keygen)"},
 			&cli.StringFlag{Name: "launch", Usage: "the run's `launch.json`: also check the statement is bound to it"},
 			&cli.StringFlag{Name: "checkpoints", Usage: "the run's checkpoints `DIR` (default: checkpoints/ beside the statement, when it exists)"},
 			&cli.BoolFlag{Name: "json", Usage: "print the result as JSON"},
+			&cli.StringFlag{Name: "session", Usage: "refuse (exit 1) a bundle, export or head that is not of session `ID`"},
 			&cli.StringFlag{Name: "workspace", Usage: "also check that `DIR` holds, path by path, what the statement says was applied (exit 1 where it does not)"},
 			stateDirFlag(),
 			&cli.StringFlag{Name: "log-key", Usage: "check the log receipt of OUT's statement head (or of HEAD) against the log's verifier key `LOGPUB`"},
@@ -40,7 +41,7 @@ func verifyCommand() *cli.Command {
 				return verifyReceipt(cmd)
 			}
 			if cmd.NArg() != 1 || cmd.String("key") == "" {
-				return usageErr("usage: layerseal verify --key KEY.pub [--launch launch.json] STATEMENT|CHECKPOINT|LAUNCH|HEAD|BUNDLE")
+				return usageErr("usage: layerseal verify --key KEY.pub [--launch launch.json] [--session ID] STATEMENT|CHECKPOINT|LAUNCH|HEAD|BUNDLE|EXPORT")
 			}
 			pub, err := loadPublicKey(cmd.String("key"))
 			if err != nil {
@@ -51,11 +52,17 @@ func verifyCommand() *cli.Command {
 			if err != nil {
 				return exitWith(exitFailed, err)
 			}
+			if attest.IsExport(env) {
+				return verifyExport(cmd, path, env, pub)
+			}
 			if bytes.HasPrefix(env, []byte(`{"format":`)) {
 				return verifyBundle(cmd, path, env, pub)
 			}
 			if _, err := attest.ReadHead(env); err == nil {
 				return verifyHead(cmd, path, env, pub)
+			}
+			if cmd.String("session") != "" {
+				return usageErr("verify: --session is for a proof bundle, an export or a head; a statement or checkpoint names its session in what verify prints")
 			}
 			opts := attest.VerifyOptions{Checkpoints: cmd.String("checkpoints")}
 			if l := cmd.String("launch"); l != "" {
