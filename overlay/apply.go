@@ -8,9 +8,12 @@ import (
 	"fmt"
 	"hash"
 	"os"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 
@@ -156,8 +159,17 @@ type applier struct {
 	restoreNS map[attest.Path]int64 // their mtimes before this run (fallback)
 	written   map[attest.Path]bool  // regular files written from the upper layer
 	left      map[attest.Path]bool  // entries left as they are (Partial)
-	steps     int
+
+	// mu guards what the goroutines of createFiles share: steps (and
+	// the calls to the options' Stop, Progress and crashAt, which are
+	// thereby never concurrent), written, and the first failure.
+	mu     sync.Mutex
+	steps  int
+	halted error // the first failure of createFiles; later steps refuse
 }
+
+// errHalted refuses a step after another goroutine of createFiles failed.
+var errHalted = errors.New("stopped after another file failed")
 
 // applyGroup is one inode of the merged view with several names.
 type applyGroup struct {
@@ -449,19 +461,36 @@ func (a *applier) stat(p attest.Path) (linux.Stat, error) {
 // step announces one change to the workspace; it fails only when Stop
 // says so or a test simulates a crash there.
 func (a *applier) step(op string, p attest.Path) error {
-	a.steps++
-	if a.opt.Stop != nil {
-		if err := a.opt.Stop(); err != nil {
-			return &ApplyError{Path: p, Op: op, Err: err}
-		}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.halted != nil {
+		return &ApplyError{Path: p, Op: op, Err: errHalted}
 	}
-	if a.opt.Progress != nil {
+	a.steps++
+	var err error
+	if a.opt.Stop != nil {
+		err = a.opt.Stop()
+	}
+	if err == nil && a.opt.Progress != nil {
 		a.opt.Progress(op, p)
 	}
-	if a.opt.crashAt != nil && a.opt.crashAt(a.steps) {
-		return &ApplyError{Path: p, Op: op, Err: errApplyCrash}
+	if err == nil && a.opt.crashAt != nil && a.opt.crashAt(a.steps) {
+		err = errApplyCrash
+	}
+	if err != nil {
+		a.halted = &ApplyError{Path: p, Op: op, Err: err}
+		return a.halted
 	}
 	return nil
+}
+
+// halt records err as the failure of createFiles unless one came first.
+func (a *applier) halt(err error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.halted == nil {
+		a.halted = err
+	}
 }
 
 // openParent opens the workspace directory holding p (O_PATH) and returns
@@ -593,16 +622,48 @@ func (a *applier) leave(p attest.Path, why string) {
 // links to another path, in path order so parents come first. Directory
 // metadata waits for finishDirs.
 func (a *applier) createAll() error {
+	var files []int
 	for i := range a.entries {
 		e := &a.entries[i]
 		if e.New == nil || isLinker(e) || a.left[e.Path] {
+			continue
+		}
+		if e.New.Type == attest.File && e.Path != attest.Root {
+			files = append(files, i)
 			continue
 		}
 		if err := a.create(i, e); err != nil {
 			return err
 		}
 	}
-	return nil
+	return a.createFiles(files)
+}
+
+// createFiles writes the regular files of entries idx, on as many
+// goroutines as there are cores (at least two: much of a small file's
+// cost is waiting in system calls). Every directory exists by then and
+// each file is written under its own temporary name and renamed, so they
+// are independent. The first failure stops the others before their next
+// change, and is what createFiles returns.
+func (a *applier) createFiles(idx []int) error {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(len(idx), max(2, runtime.GOMAXPROCS(0))) {
+		wg.Go(func() {
+			for {
+				k := next.Add(1) - 1
+				if k >= int64(len(idx)) {
+					return
+				}
+				if err := a.create(idx[k], &a.entries[idx[k]]); err != nil {
+					a.halt(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return a.halted
 }
 
 func (a *applier) create(i int, e *attest.Entry) error {
@@ -699,7 +760,9 @@ func (a *applier) writeFile(i int, e *attest.Entry, dirfd int, base string) erro
 	if err := a.rename(dirfd, tmp, base, e.Path); err != nil {
 		return err
 	}
+	a.mu.Lock()
 	a.written[e.Path] = true
+	a.mu.Unlock()
 	return nil
 }
 

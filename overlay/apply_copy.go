@@ -10,7 +10,7 @@ import (
 	"github.com/layerseal/layerseal/internal/linux"
 )
 
-// applyBufSize is the copy buffer of applyCopy.
+// applyBufSize is the largest copy buffer of applyCopy.
 const applyBufSize = 1 << 20
 
 // applyZeros feeds hashes the contents of holes.
@@ -22,7 +22,9 @@ var applyZeros = make([]byte, applyBufSize)
 // size to size. h, when not nil, receives all size bytes, holes as zeros.
 // A src shorter or longer than size is ErrNotAttested.
 func applyCopy(dst, src int, size int64, h hash.Hash) error {
-	buf := make([]byte, applyBufSize)
+	// A buffer no larger than the file: zeroing a large one for each of
+	// many small files would cost more than copying them.
+	buf := make([]byte, max(1, min(applyBufSize, size)))
 	for off := int64(0); off < size; {
 		data, err := linux.Seek(src, off, unix.SEEK_DATA)
 		switch {

@@ -27,7 +27,7 @@ import (
 
 // applyTestState describes root/rel as the merged view's State; links
 // holds the manifest node's other names for hard-linked files.
-func applyTestState(t *testing.T, root, rel string, m treediff.Manifest) *attest.State {
+func applyTestState(t testing.TB, root, rel string, m treediff.Manifest) *attest.State {
 	t.Helper()
 	p := filepath.Join(root, rel)
 	var st unix.Stat_t
@@ -103,7 +103,7 @@ func applyTestState(t *testing.T, root, rel string, m treediff.Manifest) *attest
 }
 
 // applyTestEntries lists how merged differs from lower, as a reader would.
-func applyTestEntries(t *testing.T, lower, merged string) []attest.Entry {
+func applyTestEntries(t testing.TB, lower, merged string) []attest.Entry {
 	t.Helper()
 	before, err := treediff.Walk(lower)
 	if err != nil {
