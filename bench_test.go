@@ -72,12 +72,22 @@ func fullWalk(root string) (int, error) {
 	return files, err
 }
 
+// benchSizes are the workspace and upper-layer sizes the benchmarks run
+// at: one small size under -short (scripts/bench-smoke), which checks only
+// that they still run.
+func benchSizes() []int {
+	if testing.Short() {
+		return []int{1_000}
+	}
+	return []int{10_000, 100_000}
+}
+
 // BenchmarkFinalAttestation compares, side by side, layerseal's final
 // attestation of a 30-entry change set with a full before-and-after sha256
 // walk of the same workspace. Run with LAYERSEAL_PRIVILEGED=1 (the upper
 // layer holds whiteouts); bench/attest prints the comparison table.
 func BenchmarkFinalAttestation(b *testing.B) {
-	for _, n := range []int{10_000, 100_000} {
+	for _, n := range benchSizes() {
 		lower, upper, work := benchTree(b, n)
 		b.Run(fmt.Sprintf("files=%d/layerseal", n), func(b *testing.B) {
 			for b.Loop() {

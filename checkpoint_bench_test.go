@@ -73,7 +73,11 @@ func benchUpper(b *testing.B, n int) (*checkpointer, []string) {
 // It reports the memory the supervisor holds between checkpoints per
 // upper entry. bench/checkpoint prints the comparison table.
 func BenchmarkCheckpoint(b *testing.B) {
-	for _, n := range []int{10_000, 100_000} {
+	sizes := []int{10_000, 100_000}
+	if testing.Short() {
+		sizes = []int{1_000} // scripts/bench-smoke: only that it runs
+	}
+	for _, n := range sizes {
 		cp, files := benchUpper(b, n)
 		b.Run(fmt.Sprintf("entries=%d/idle", n), func(b *testing.B) {
 			time.Sleep(2 * probe.RacyWindow())

@@ -67,7 +67,10 @@ func proveFromDir(dir string, p Path) ([]byte, error) {
 // included), and verifying an inclusion and an absence bundle; it reports
 // each bundle's size. bench/proof prints them against the goals.
 func BenchmarkProof(b *testing.B) {
-	const n = 100_000
+	n := 100_000
+	if testing.Short() {
+		n = 2_000 // scripts/bench-smoke: only that it runs
+	}
 	s := testSigner(b, 1)
 	dir := bigSession(b, s, n)
 	// The absent path's neighbours are leaves 65535 and 65536, whose
