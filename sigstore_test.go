@@ -1,0 +1,259 @@
+package layerseal
+
+// These tests check layerseal's statements with Sigstore's own verifier
+// (sigstore-go), configured the way `cosign verify-blob-attestation --key
+// KEY.pub --insecure-ignore-tlog --type https://layerseal.dev/statement/v1`
+// configures it: the public key read from its PEM file as cosign reads it,
+// trusted with no validity window, no transparency log, no timestamps, a
+// key (not certificate) policy, and the file given checked against the
+// subjects' digests. sigstore-go is a test dependency only.
+
+import (
+	"bytes"
+	"crypto"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"github.com/secure-systems-lab/go-securesystemslib/dsse"
+	"github.com/sigstore/sigstore-go/pkg/bundle"
+	"github.com/sigstore/sigstore-go/pkg/root"
+	"github.com/sigstore/sigstore-go/pkg/tlog"
+	"github.com/sigstore/sigstore-go/pkg/verify"
+	"github.com/sigstore/sigstore/pkg/cryptoutils"
+	"github.com/sigstore/sigstore/pkg/signature"
+
+	"github.com/layerseal/layerseal/attest"
+)
+
+// keyMaterial is the trusted material of a public key file: the key, as
+// cosign loads it from --key, under its key ID alone.
+func keyMaterial(t *testing.T, pubPath string) root.TrustedMaterial {
+	t.Helper()
+	pemBytes, err := os.ReadFile(pubPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, err := cryptoutils.UnmarshalPEMToPublicKey(pemBytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := signature.LoadVerifier(pub, crypto.SHA256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, err := x509.MarshalPKIXPublicKey(pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(der)
+	keyID := fmt.Sprintf("%x", sum)
+	key := root.NewExpiringKey(v, time.Time{}, time.Time{})
+	return root.NewTrustedPublicKeyMaterial(func(hint string) (root.TimeConstrainedVerifier, error) {
+		if hint != keyID {
+			return nil, fmt.Errorf("no key with hint %q", hint)
+		}
+		return key, nil
+	})
+}
+
+// keyHint is the verification content of an envelope checked with a key:
+// the key named by the envelope's key ID.
+type keyHint string
+
+func (h keyHint) CompareKey(key any, tm root.TrustedMaterial) bool {
+	v, err := tm.PublicKeyVerifier(string(h))
+	if err != nil {
+		return false
+	}
+	pub, err := v.PublicKey()
+	if err != nil {
+		return false
+	}
+	k, ok := key.(interface{ Equal(crypto.PublicKey) bool })
+	return ok && k.Equal(pub)
+}
+
+func (h keyHint) ValidAtTime(t time.Time, tm root.TrustedMaterial) bool {
+	v, err := tm.PublicKeyVerifier(string(h))
+	return err == nil && v.ValidAtTime(t)
+}
+
+func (keyHint) Certificate() *x509.Certificate        { return nil }
+func (keyHint) Intermediates() []*x509.Certificate    { return nil }
+func (h keyHint) PublicKey() verify.PublicKeyProvider { return h }
+func (h keyHint) Hint() string                        { return string(h) }
+
+// envelopeEntity is what `--signature FILE` gives cosign: a DSSE envelope
+// file, read as cosign reads it (encoding/json into DSSE's own type), with
+// no transparency log entry and no timestamp, checked with the --key key.
+//
+// cosign checks such an envelope with DSSE's verifier given no public key,
+// so the envelope's key ID is never compared with anything; sigstore-go
+// gives it the key, and then skips a signature whose key ID is not the
+// key's SSH fingerprint. The key ID is the one thing the signature does
+// not cover: readEnvelope clears it, which makes sigstore-go check what
+// cosign checks. (The Sigstore bundle leaves it out for the same reason.)
+type envelopeEntity struct {
+	verify.BaseSignedEntity
+	env *dsse.Envelope
+	// keyID is the key ID the file named, the key trusted for it.
+	keyID string
+}
+
+func readEnvelope(t *testing.T, path string) *envelopeEntity {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var env dsse.Envelope
+	if err := json.Unmarshal(b, &env); err != nil {
+		t.Fatalf("%s is not a DSSE envelope: %v", path, err)
+	}
+	if len(env.Signatures) != 1 {
+		t.Fatalf("%s has %d signatures", path, len(env.Signatures))
+	}
+	keyID := env.Signatures[0].KeyID
+	env.Signatures[0].KeyID = ""
+	return &envelopeEntity{env: &env, keyID: keyID}
+}
+
+func (e *envelopeEntity) SignatureContent() (verify.SignatureContent, error) {
+	return &bundle.Envelope{Envelope: e.env}, nil
+}
+
+func (e *envelopeEntity) VerificationContent() (verify.VerificationContent, error) {
+	return keyHint(e.keyID), nil
+}
+
+func (e *envelopeEntity) Version() (string, error)            { return "v0.3", nil }
+func (e *envelopeEntity) TlogEntries() ([]*tlog.Entry, error) { return nil, nil }
+func (e *envelopeEntity) Timestamps() ([][]byte, error)       { return nil, nil }
+
+// sigstoreVerify checks entity with the key trusted in tm and artifact
+// (a file's content) against its subjects, and its predicate type, as
+// cosign verify-blob-attestation --insecure-ignore-tlog does.
+func sigstoreVerify(tm root.TrustedMaterial, entity verify.SignedEntity, artifact []byte) error {
+	v, err := verify.NewVerifier(tm, verify.WithNoObserverTimestamps())
+	if err != nil {
+		return err
+	}
+	res, err := v.Verify(entity, verify.NewPolicy(verify.WithArtifact(bytes.NewReader(artifact)), verify.WithKey()))
+	if err != nil {
+		return err
+	}
+	if res.Statement == nil || res.Statement.PredicateType != attest.StatementPredicateType {
+		return fmt.Errorf("predicate type %v, want %s", res.Statement, attest.StatementPredicateType)
+	}
+	return nil
+}
+
+// sigstoreSession signs a statement of files (path → content) with a key
+// written by GenerateKey into dir, and writes it as OUT/statement.json.
+func sigstoreSession(t *testing.T, dir string, files map[attest.Path]string) (key *attest.Signer, pubPath, out string) {
+	t.Helper()
+	privPath, pubPath := filepath.Join(dir, "seal.key"), filepath.Join(dir, "seal.key.pub")
+	if _, err := attest.GenerateKey(privPath, pubPath); err != nil {
+		t.Fatal(err)
+	}
+	key, err := attest.LoadPrivateKey(privPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	launch := &attest.LaunchRecord{SessionID: attest.NewSessionID(), Workspace: "/ws", Kernel: attest.Kernel{Release: "6.1"},
+		Agent: specs.Process{Args: []string{"a"}}, Sandbox: attest.Sandbox{Terminal: "streams", Network: "host", Seccomp: "unconfined"},
+		Policy: attest.Policy{DigestCap: 1 << 20}, Started: time.Now().UTC()}
+	lenv, err := attest.SignLaunch(key, launch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(lenv)
+	st := &attest.Statement{SessionID: launch.SessionID, Launch: sum[:], Workspace: "/ws", Ended: time.Now().UTC()}
+	for _, p := range sortedPaths(files) {
+		d := sha256.Sum256([]byte(files[p]))
+		st.Entries = append(st.Entries, attest.Entry{Path: p, Change: attest.Added,
+			New: &attest.State{Type: attest.File, Mode: 0o644, Size: uint64(len(files[p])), SHA256: d[:]}})
+	}
+	env, err := attest.SignStatement(key, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out = filepath.Join(dir, "out")
+	if err := os.Mkdir(out, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(out, StatementFile), env, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return key, pubPath, out
+}
+
+func sortedPaths(files map[attest.Path]string) []attest.Path {
+	var ps []attest.Path
+	for p := range files {
+		ps = append(ps, p)
+	}
+	for i := range ps {
+		for j := i + 1; j < len(ps); j++ {
+			if ps[j] < ps[i] {
+				ps[i], ps[j] = ps[j], ps[i]
+			}
+		}
+	}
+	return ps
+}
+
+// sigstoreFiles are an agent's files: two with subjects and one whose
+// name (a newline) no in-toto name carries.
+var sigstoreFiles = map[attest.Path]string{
+	"src/main.go": "package main\n",
+	"README.md":   "# hello\n",
+	"odd\nname":   "odd content\n",
+}
+
+// TestSigstoreVerifiesStatement: Sigstore's verifier accepts
+// OUT/statement.json with the public key for each file the agent wrote
+// (the `cosign verify-blob-attestation --signature` check), and refuses
+// other content, a file without a subject, another key and a changed
+// envelope.
+func TestSigstoreVerifiesStatement(t *testing.T) {
+	dir := t.TempDir()
+	_, pubPath, out := sigstoreSession(t, dir, sigstoreFiles)
+	tm := keyMaterial(t, pubPath)
+	stPath := filepath.Join(out, StatementFile)
+	for _, p := range []attest.Path{"src/main.go", "README.md"} {
+		if err := sigstoreVerify(tm, readEnvelope(t, stPath), []byte(sigstoreFiles[p])); err != nil {
+			t.Errorf("%s: %v", p, err)
+		}
+	}
+	for name, content := range map[string]string{
+		"other content":          "package main\n// changed\n",
+		"empty":                  "",
+		"a file with no subject": sigstoreFiles["odd\nname"],
+	} {
+		if err := sigstoreVerify(tm, readEnvelope(t, stPath), []byte(content)); err == nil {
+			t.Errorf("%s: verified", name)
+		}
+	}
+
+	other := t.TempDir()
+	if _, err := attest.GenerateKey(filepath.Join(other, "k"), filepath.Join(other, "k.pub")); err != nil {
+		t.Fatal(err)
+	}
+	if err := sigstoreVerify(keyMaterial(t, filepath.Join(other, "k.pub")), readEnvelope(t, stPath), []byte(sigstoreFiles["README.md"])); err == nil {
+		t.Error("verified with another key")
+	}
+
+	e := readEnvelope(t, stPath)
+	e.env.Payload = e.env.Payload[:len(e.env.Payload)-4] + "AAA="
+	if err := sigstoreVerify(tm, e, []byte(sigstoreFiles["README.md"])); err == nil {
+		t.Error("verified a changed payload")
+	}
+}
