@@ -14,6 +14,7 @@ import (
 	"crypto/sha256"
 	"crypto/x509"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -30,6 +31,8 @@ import (
 	"github.com/sigstore/sigstore/pkg/signature"
 
 	"github.com/layerseal/layerseal/attest"
+	"github.com/layerseal/layerseal/internal/privtest"
+	"github.com/layerseal/layerseal/nsrun"
 )
 
 // keyMaterial is the trusted material of a public key file: the key, as
@@ -255,5 +258,151 @@ func TestSigstoreVerifiesStatement(t *testing.T) {
 	e.env.Payload = e.env.Payload[:len(e.env.Payload)-4] + "AAA="
 	if err := sigstoreVerify(tm, e, []byte(sigstoreFiles["README.md"])); err == nil {
 		t.Error("verified a changed payload")
+	}
+}
+
+// loadBundle reads a Sigstore bundle file with sigstore-go's loader, which
+// cosign uses for --bundle.
+func loadBundle(t *testing.T, path string) *bundle.Bundle {
+	t.Helper()
+	b, err := bundle.LoadJSONFromPath(path)
+	if err != nil {
+		t.Fatalf("load %s: %v", path, err)
+	}
+	return b
+}
+
+// TestSigstoreBundle: OUT/statement.sigstore.json is a v0.3 bundle that
+// Sigstore's loader reads and its verifier accepts with the key named by
+// its hint for each file the agent wrote (the `cosign
+// verify-blob-attestation --bundle` check), and refuses for other content,
+// another key, another hint and a changed payload.
+func TestSigstoreBundle(t *testing.T) {
+	dir := t.TempDir()
+	key, pubPath, out := sigstoreSession(t, dir, sigstoreFiles)
+	env, err := os.ReadFile(filepath.Join(out, StatementFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(out, SigstoreFile)
+	if err := writeSigstore(key, env, path, writeFileAtomic); err != nil {
+		t.Fatal(err)
+	}
+	b := loadBundle(t, path)
+	if v, err := b.Version(); err != nil || v != "v0.3" || b.MediaType != attest.SigstoreMediaType {
+		t.Errorf("bundle version %q (%v), media type %q", v, err, b.MediaType)
+	}
+	vc, err := b.VerificationContent()
+	if err != nil || vc.PublicKey() == nil || vc.PublicKey().Hint() != key.KeyID() {
+		t.Fatalf("verification content %v (%v), want the hint %s", vc, err, key.KeyID())
+	}
+	tm := keyMaterial(t, pubPath)
+	for _, p := range []attest.Path{"src/main.go", "README.md"} {
+		if err := sigstoreVerify(tm, loadBundle(t, path), []byte(sigstoreFiles[p])); err != nil {
+			t.Errorf("%s: %v", p, err)
+		}
+	}
+	if err := sigstoreVerify(tm, loadBundle(t, path), []byte("# hello, changed\n")); err == nil {
+		t.Error("other content verified")
+	}
+	other := t.TempDir()
+	if _, err := attest.GenerateKey(filepath.Join(other, "k"), filepath.Join(other, "k.pub")); err != nil {
+		t.Fatal(err)
+	}
+	if err := sigstoreVerify(keyMaterial(t, filepath.Join(other, "k.pub")), loadBundle(t, path), []byte(sigstoreFiles["README.md"])); err == nil {
+		t.Error("verified with another key")
+	}
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, f := range map[string]func([]byte) []byte{
+		"another hint": func(b []byte) []byte {
+			return bytes.Replace(b, []byte(key.KeyID()), []byte(fmt.Sprintf("%064x", 1)), 1)
+		},
+		"another payload": func(b []byte) []byte {
+			i := bytes.Index(b, []byte(`"payload":"`)) + len(`"payload":"`) + 8
+			c := bytes.Clone(b)
+			c[i] ^= 'A' ^ 'B'
+			return c
+		},
+	} {
+		p := filepath.Join(t.TempDir(), "b.json")
+		if err := os.WriteFile(p, f(raw), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := sigstoreVerify(tm, loadBundle(t, p), []byte(sigstoreFiles["README.md"])); err == nil {
+			t.Errorf("%s: verified", name)
+		}
+	}
+
+	// A bundle that cannot be written is reported, and the statement is
+	// as it was.
+	err = writeSigstore(key, env, path, func(string, []byte, os.FileMode) error { return os.ErrPermission })
+	if !errors.Is(err, ErrSigstoreNotWritten) {
+		t.Errorf("failed write: %v", err)
+	}
+	if got, err := os.ReadFile(filepath.Join(out, StatementFile)); err != nil || !bytes.Equal(got, env) {
+		t.Errorf("statement after a failed bundle: %v", err)
+	}
+}
+
+// TestRunWritesSigstore: a run writes OUT/statement.sigstore.json beside
+// OUT/statement.json; Sigstore's verifier accepts both for a file the
+// agent wrote, as it lies in the workspace after the run, and refuses
+// them for the file the agent changed back to other content, and for a
+// file whose name no subject can carry (it is in the signed list all the
+// same).
+func TestRunWritesSigstore(t *testing.T) {
+	privtest.Require(t)
+	dir := t.TempDir()
+	ws, out := filepath.Join(dir, "ws"), filepath.Join(dir, "out")
+	if err := os.Mkdir(ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(ws, "kept.txt"), []byte("before\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	privPath, pubPath := filepath.Join(dir, "seal.key"), filepath.Join(dir, "seal.key.pub")
+	if _, err := attest.GenerateKey(privPath, pubPath); err != nil {
+		t.Fatal(err)
+	}
+	key, err := attest.LoadPrivateKey(privPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := `printf 'made by the agent\n' > made.txt; printf 'after\n' > kept.txt; printf 'odd\n' > "$(printf 'odd\nname')"`
+	res, err := Run(RunConfig{Workspace: ws, Key: key, Out: out, StateDir: filepath.Join(dir, "state"),
+		Process: DefaultProcess([]string{"/bin/sh", "-ec", script}, 0, 0),
+		Sandbox: nsrun.Sandbox{Network: "host", Seccomp: "unconfined"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Applied || len(res.Statement.Entries) < 3 {
+		t.Fatalf("applied %t, %d entries", res.Applied, len(res.Statement.Entries))
+	}
+	if subs := attest.StatementSubjects(res.Statement.Root, res.Statement.Entries); len(subs) != 3 {
+		t.Errorf("subjects %q, want the root, kept.txt and made.txt", subs)
+	}
+	tm := keyMaterial(t, pubPath)
+	entities := map[string]func() verify.SignedEntity{
+		StatementFile: func() verify.SignedEntity { return readEnvelope(t, filepath.Join(out, StatementFile)) },
+		SigstoreFile:  func() verify.SignedEntity { return loadBundle(t, filepath.Join(out, SigstoreFile)) },
+	}
+	for file, entity := range entities {
+		for _, name := range []string{"made.txt", "kept.txt"} {
+			content, err := os.ReadFile(filepath.Join(ws, name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := sigstoreVerify(tm, entity(), content); err != nil {
+				t.Errorf("%s, %s: %v", file, name, err)
+			}
+		}
+		for _, content := range []string{"before\n", "odd\n", "made by someone else\n"} {
+			if err := sigstoreVerify(tm, entity(), []byte(content)); err == nil {
+				t.Errorf("%s: %q verified", file, content)
+			}
+		}
 	}
 }

@@ -1,0 +1,86 @@
+package attest
+
+import (
+	"crypto/ed25519"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// SigstoreFile is the file name of a statement's Sigstore bundle, written
+// beside StatementFile.
+const SigstoreFile = "statement.sigstore.json"
+
+// SigstoreMediaType is the media type of the Sigstore bundles SigstoreBundle
+// writes: version 0.3 of the bundle format.
+const SigstoreMediaType = "application/vnd.dev.sigstore.bundle.v0.3+json"
+
+// ErrNoSigstore is returned by SigstoreBundle for a key whose signatures
+// Sigstore's verifiers do not check: no bundle is written for it.
+var ErrNoSigstore = errors.New("Sigstore tooling cannot check this kind of signature")
+
+// sigstoreKey reports whether Sigstore's verifiers check pub's signatures,
+// and so whether a statement signed with it gets a Sigstore bundle. It is
+// the one place that decides. Sigstore checks ed25519 signatures; it
+// cannot check ML-DSA-65 ones, nor so a hybrid signature, which needs both.
+func sigstoreKey(pub PublicKey) bool { return len(pub) == ed25519.PublicKeySize }
+
+// SigstoreBundle returns the file bytes of the Sigstore bundle of a signed
+// statement's envelope file env, after checking env's signature with pub
+// (a signature that does not verify is ErrNotVerified; an envelope that is
+// not one is malformed). For a key Sigstore cannot check it returns
+// ErrNoSigstore.
+//
+// The bundle repackages the envelope and adds nothing that is signed: the
+// same payload and signature, and the key ID as the hint of the public key
+// that checks it, so `cosign verify-blob-attestation --bundle` (which takes
+// the key with --key) reads it with no transparency log entry and no
+// timestamp. Its file form is fixed, byte for byte (without the line
+// breaks, followed by one newline):
+//
+//	{"mediaType":"application/vnd.dev.sigstore.bundle.v0.3+json",
+//	 "verificationMaterial":{"publicKey":{"hint":"<key id>"}},
+//	 "dsseEnvelope":{"payload":"<base64>","payloadType":"application/vnd.in-toto+json",
+//	  "signatures":[{"sig":"<base64>"}]}}
+//
+// with base64 the standard alphabet with padding. The signature names no
+// key ID: a DSSE verifier given the public key, as Sigstore's is, skips a
+// signature whose key ID is not the key's SSH fingerprint. The key ID is
+// not covered by the signature, so leaving it out changes nothing signed.
+func SigstoreBundle(env []byte, pub PublicKey) ([]byte, error) {
+	if !sigstoreKey(pub) {
+		return nil, ErrNoSigstore
+	}
+	payload, err := open(env, MaxStatementSize, pub)
+	if err != nil {
+		return nil, err
+	}
+	e, err := parseEnvelope(env, MaxStatementSize)
+	if err != nil {
+		return nil, err
+	}
+	// open checked that the envelope names pub's key ID; the fixed
+	// spelling below needs it to be printable ASCII that JSON does not
+	// escape, as every key ID is.
+	keyID := e.Signatures[0].KeyID
+	if strings.ContainsFunc(keyID, func(r rune) bool { return r < 0x20 || r > 0x7E || r == '"' || r == '\\' }) {
+		return nil, fmt.Errorf("sigstore bundle: key id %q needs escaping in JSON", keyID)
+	}
+	const (
+		open1 = `{"mediaType":"` + SigstoreMediaType + `","verificationMaterial":{"publicKey":{"hint":"`
+		open2 = `"}},"dsseEnvelope":{"payload":"`
+		open3 = `","payloadType":"` + PayloadType + `","signatures":[{"sig":"`
+		end   = `"}]}}` + "\n"
+	)
+	enc := base64.StdEncoding
+	sig := e.Signatures[0].Sig
+	b := make([]byte, 0, len(open1)+len(keyID)+len(open2)+enc.EncodedLen(len(payload))+len(open3)+enc.EncodedLen(len(sig))+len(end))
+	b = append(b, open1...)
+	b = append(b, keyID...)
+	b = append(b, open2...)
+	b = enc.AppendEncode(b, payload)
+	b = append(b, open3...)
+	b = enc.AppendEncode(b, sig)
+	return append(b, end...), nil
+}
