@@ -1,11 +1,9 @@
 package attest
 
 import (
+	"bytes"
 	"crypto/ed25519"
-	"encoding/base64"
 	"errors"
-	"fmt"
-	"strings"
 )
 
 // SigstoreFile is the file name of a statement's Sigstore bundle, written
@@ -48,39 +46,45 @@ func sigstoreKey(pub PublicKey) bool { return len(pub) == ed25519.PublicKeySize 
 // key ID: a DSSE verifier given the public key, as Sigstore's is, skips a
 // signature whose key ID is not the key's SSH fingerprint. The key ID is
 // not covered by the signature, so leaving it out changes nothing signed.
+//
+// It costs what checking the signature does (a strict parse of env and one
+// signature check: about 0.3 s for a statement of 100,000 files), and
+// memory for one copy of env.
 func SigstoreBundle(env []byte, pub PublicKey) ([]byte, error) {
 	if !sigstoreKey(pub) {
 		return nil, ErrNoSigstore
 	}
-	payload, err := open(env, MaxStatementSize, pub)
-	if err != nil {
+	if _, err := open(env, MaxStatementSize, pub); err != nil {
 		return nil, err
 	}
-	e, err := parseEnvelope(env, MaxStatementSize)
-	if err != nil {
-		return nil, err
+	// env is now known to be in its one spelling (see envelopeFile), so
+	// its base64 members are copied as they are, not decoded and encoded
+	// again; the key ID is KeyID(pub).
+	const (
+		envPayload = `{"payloadType":"` + PayloadType + `","payload":"`
+		envKeyID   = `","signatures":[{"keyid":"`
+		envSig     = `","sig":"`
+		envEnd     = `"}]}` + "\n"
+	)
+	rest, ok := bytes.CutPrefix(env, []byte(envPayload))
+	i := bytes.Index(rest, []byte(envKeyID))
+	j := bytes.LastIndex(rest, []byte(envSig))
+	if !ok || i < 0 || j < i || !bytes.HasSuffix(rest, []byte(envEnd)) {
+		return nil, malformed("envelope is not in its one valid encoding")
 	}
-	// open checked that the envelope names pub's key ID; the fixed
-	// spelling below needs it to be printable ASCII that JSON does not
-	// escape, as every key ID is.
-	keyID := e.Signatures[0].KeyID
-	if strings.ContainsFunc(keyID, func(r rune) bool { return r < 0x20 || r > 0x7E || r == '"' || r == '\\' }) {
-		return nil, fmt.Errorf("sigstore bundle: key id %q needs escaping in JSON", keyID)
-	}
+	payload64, keyID, sig64 := rest[:i], rest[i+len(envKeyID):j], rest[j+len(envSig):len(rest)-len(envEnd)]
 	const (
 		open1 = `{"mediaType":"` + SigstoreMediaType + `","verificationMaterial":{"publicKey":{"hint":"`
 		open2 = `"}},"dsseEnvelope":{"payload":"`
 		open3 = `","payloadType":"` + PayloadType + `","signatures":[{"sig":"`
 		end   = `"}]}}` + "\n"
 	)
-	enc := base64.StdEncoding
-	sig := e.Signatures[0].Sig
-	b := make([]byte, 0, len(open1)+len(keyID)+len(open2)+enc.EncodedLen(len(payload))+len(open3)+enc.EncodedLen(len(sig))+len(end))
+	b := make([]byte, 0, len(open1)+len(keyID)+len(open2)+len(payload64)+len(open3)+len(sig64)+len(end))
 	b = append(b, open1...)
 	b = append(b, keyID...)
 	b = append(b, open2...)
-	b = enc.AppendEncode(b, payload)
+	b = append(b, payload64...)
 	b = append(b, open3...)
-	b = enc.AppendEncode(b, sig)
+	b = append(b, sig64...)
 	return append(b, end...), nil
 }
