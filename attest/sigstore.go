@@ -16,7 +16,7 @@ const SigstoreMediaType = "application/vnd.dev.sigstore.bundle.v0.3+json"
 
 // ErrNoSigstore is returned by SigstoreBundle for a key whose signatures
 // Sigstore's verifiers do not check: no bundle is written for it.
-var ErrNoSigstore = errors.New("Sigstore tooling cannot check this kind of signature")
+var ErrNoSigstore = errors.New("sigstore tooling cannot check this kind of signature")
 
 // sigstoreKey reports whether Sigstore's verifiers check pub's signatures,
 // and so whether a statement signed with it gets a Sigstore bundle. It is
