@@ -16,8 +16,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -162,14 +164,7 @@ func sigstoreVerify(tm root.TrustedMaterial, entity verify.SignedEntity, artifac
 // written by GenerateKey into dir, and writes it as OUT/statement.json.
 func sigstoreSession(t *testing.T, dir string, files map[attest.Path]string) (key *attest.Signer, pubPath, out string) {
 	t.Helper()
-	privPath, pubPath := filepath.Join(dir, "seal.key"), filepath.Join(dir, "seal.key.pub")
-	if _, err := attest.GenerateKey(privPath, pubPath); err != nil {
-		t.Fatal(err)
-	}
-	key, err := attest.LoadPrivateKey(privPath)
-	if err != nil {
-		t.Fatal(err)
-	}
+	key, pubPath = keyPair(t, dir)
 	launch := &attest.LaunchRecord{SessionID: attest.NewSessionID(), Workspace: "/ws", Kernel: attest.Kernel{Release: "6.1"},
 		Agent: specs.Process{Args: []string{"a"}}, Sandbox: attest.Sandbox{Terminal: "streams", Network: "host", Seccomp: "unconfined"},
 		Policy: attest.Policy{DigestCap: 1 << 20}, Started: time.Now().UTC()}
@@ -179,7 +174,7 @@ func sigstoreSession(t *testing.T, dir string, files map[attest.Path]string) (ke
 	}
 	sum := sha256.Sum256(lenv)
 	st := &attest.Statement{SessionID: launch.SessionID, Launch: sum[:], Workspace: "/ws", Ended: time.Now().UTC()}
-	for _, p := range sortedPaths(files) {
+	for _, p := range slices.Sorted(maps.Keys(files)) {
 		d := sha256.Sum256([]byte(files[p]))
 		st.Entries = append(st.Entries, attest.Entry{Path: p, Change: attest.Added,
 			New: &attest.State{Type: attest.File, Mode: 0o644, Size: uint64(len(files[p])), SHA256: d[:]}})
@@ -198,19 +193,19 @@ func sigstoreSession(t *testing.T, dir string, files map[attest.Path]string) (ke
 	return key, pubPath, out
 }
 
-func sortedPaths(files map[attest.Path]string) []attest.Path {
-	var ps []attest.Path
-	for p := range files {
-		ps = append(ps, p)
+// keyPair makes a key pair in dir as `layerseal keygen` does (PEM files,
+// the public one as cosign reads --key) and loads the private key.
+func keyPair(t *testing.T, dir string) (key *attest.Signer, pubPath string) {
+	t.Helper()
+	privPath, pubPath := filepath.Join(dir, "seal.key"), filepath.Join(dir, "seal.key.pub")
+	if _, err := attest.GenerateKey(privPath, pubPath); err != nil {
+		t.Fatal(err)
 	}
-	for i := range ps {
-		for j := i + 1; j < len(ps); j++ {
-			if ps[j] < ps[i] {
-				ps[i], ps[j] = ps[j], ps[i]
-			}
-		}
+	key, err := attest.LoadPrivateKey(privPath)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return ps
+	return key, pubPath
 }
 
 // sigstoreFiles are an agent's files: two with subjects and one whose
@@ -246,11 +241,8 @@ func TestSigstoreVerifiesStatement(t *testing.T) {
 		}
 	}
 
-	other := t.TempDir()
-	if _, err := attest.GenerateKey(filepath.Join(other, "k"), filepath.Join(other, "k.pub")); err != nil {
-		t.Fatal(err)
-	}
-	if err := sigstoreVerify(keyMaterial(t, filepath.Join(other, "k.pub")), readEnvelope(t, stPath), []byte(sigstoreFiles["README.md"])); err == nil {
+	_, otherPub := keyPair(t, t.TempDir())
+	if err := sigstoreVerify(keyMaterial(t, otherPub), readEnvelope(t, stPath), []byte(sigstoreFiles["README.md"])); err == nil {
 		t.Error("verified with another key")
 	}
 
@@ -305,11 +297,8 @@ func TestSigstoreBundle(t *testing.T) {
 	if err := sigstoreVerify(tm, loadBundle(t, path), []byte("# hello, changed\n")); err == nil {
 		t.Error("other content verified")
 	}
-	other := t.TempDir()
-	if _, err := attest.GenerateKey(filepath.Join(other, "k"), filepath.Join(other, "k.pub")); err != nil {
-		t.Fatal(err)
-	}
-	if err := sigstoreVerify(keyMaterial(t, filepath.Join(other, "k.pub")), loadBundle(t, path), []byte(sigstoreFiles["README.md"])); err == nil {
+	_, otherPub := keyPair(t, t.TempDir())
+	if err := sigstoreVerify(keyMaterial(t, otherPub), loadBundle(t, path), []byte(sigstoreFiles["README.md"])); err == nil {
 		t.Error("verified with another key")
 	}
 	raw, err := os.ReadFile(path)
@@ -363,14 +352,7 @@ func TestRunWritesSigstore(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(ws, "kept.txt"), []byte("before\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	privPath, pubPath := filepath.Join(dir, "seal.key"), filepath.Join(dir, "seal.key.pub")
-	if _, err := attest.GenerateKey(privPath, pubPath); err != nil {
-		t.Fatal(err)
-	}
-	key, err := attest.LoadPrivateKey(privPath)
-	if err != nil {
-		t.Fatal(err)
-	}
+	key, pubPath := keyPair(t, dir)
 	script := `printf 'made by the agent\n' > made.txt; printf 'after\n' > kept.txt; printf 'odd\n' > "$(printf 'odd\nname')"`
 	res, err := Run(RunConfig{Workspace: ws, Key: key, Out: out, StateDir: filepath.Join(dir, "state"),
 		Process: DefaultProcess([]string{"/bin/sh", "-ec", script}, 0, 0),

@@ -126,16 +126,7 @@ func TestSubjectsCap(t *testing.T) {
 // what f makes of them.
 func resignSubjects(t *testing.T, s *Signer, stEnv []byte, f func([]subject) []subject) []byte {
 	t.Helper()
-	var it intoto[jsontext.Value]
-	if err := json.Unmarshal(payloadOf(t, stEnv), &it); err != nil {
-		t.Fatal(err)
-	}
-	it.Subject = f(append([]subject(nil), it.Subject...))
-	p, err := canonicalJSON(&it)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return reseal(t, s, p)
+	return resealEdited(t, s, stEnv, func(it *intoto[jsontext.Value]) { it.Subject = f(append([]subject(nil), it.Subject...)) })
 }
 
 // TestVerifySubjectsStrict: the signer vouches for a subject list that is

@@ -61,11 +61,18 @@ func TestTamperEveryByte(t *testing.T) {
 // mutateChanges re-signs the statement after f rearranges its changes.
 func mutateChanges(t *testing.T, s *Signer, stEnv []byte, f func([]entryJSON) []entryJSON) []byte {
 	t.Helper()
-	var it intoto[statementJSON]
-	if err := json.Unmarshal(payloadOf(t, stEnv), &it); err != nil {
+	return resealEdited(t, s, stEnv, func(it *intoto[statementJSON]) { it.Predicate.Changes = f(it.Predicate.Changes) })
+}
+
+// resealEdited re-signs env's payload after f edits it, read as an
+// in-toto statement of predicate P.
+func resealEdited[P any](t *testing.T, s *Signer, env []byte, f func(*intoto[P])) []byte {
+	t.Helper()
+	var it intoto[P]
+	if err := json.Unmarshal(payloadOf(t, env), &it); err != nil {
 		t.Fatal(err)
 	}
-	it.Predicate.Changes = f(it.Predicate.Changes)
+	f(&it)
 	p, err := canonicalJSON(&it)
 	if err != nil {
 		t.Fatal(err)
