@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"crypto/ed25519"
 	"errors"
+	"strings"
+
+	"github.com/go-json-experiment/json"
 )
 
 // SigstoreFile is the file name of a statement's Sigstore bundle, written
@@ -87,4 +90,17 @@ func SigstoreBundle(env []byte, pub PublicKey) ([]byte, error) {
 	b = append(b, open3...)
 	b = append(b, sig64...)
 	return append(b, end...), nil
+}
+
+// errSigstoreBundle is the error of Verify and Load for a Sigstore bundle.
+var errSigstoreBundle = malformed("this is a Sigstore bundle, for `cosign verify-blob-attestation --bundle`; layerseal reads the %s beside it", StatementFile)
+
+// isSigstoreBundle reports whether b looks like a Sigstore bundle of any
+// version (a JSON object whose mediaType is one), so that a verifier
+// handed one can say what it is.
+func isSigstoreBundle(b []byte) bool {
+	var v struct {
+		MediaType string `json:"mediaType"`
+	}
+	return json.Unmarshal(b, &v) == nil && strings.HasPrefix(v.MediaType, "application/vnd.dev.sigstore.bundle")
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"errors"
+	"strings"
 	"testing"
 )
 
@@ -38,5 +39,26 @@ func TestSigstoreBundle(t *testing.T) {
 	}
 	if _, err := SigstoreBundle(bytes.TrimSuffix(stEnv, []byte("\n")), s.Public()); !errors.Is(err, ErrMalformed) {
 		t.Errorf("not the one spelling of an envelope: %v", err)
+	}
+}
+
+// TestVerifySigstoreBundle: handed a Sigstore bundle, Verify and Load say
+// what it is and which file to give them instead.
+func TestVerifySigstoreBundle(t *testing.T) {
+	s := testSigner(t, 1)
+	_, stEnv := signedPair(t, s)
+	b, err := SigstoreBundle(stEnv, s.Public())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Verify("statement.sigstore.json", b, s.Public(), VerifyOptions{})
+	if !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), "Sigstore bundle") || !strings.Contains(err.Error(), StatementFile) {
+		t.Errorf("verify of a bundle: %v", err)
+	}
+	for _, pub := range []PublicKey{s.Public(), nil} {
+		_, err = Load("statement.sigstore.json", b, pub)
+		if !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), "Sigstore bundle") {
+			t.Errorf("load of a bundle: %v", err)
+		}
 	}
 }
