@@ -388,3 +388,26 @@ func TestRunWritesSigstore(t *testing.T) {
 		}
 	}
 }
+
+// TestSigstoreSubjectCap: a statement of more files than subjects (3,000)
+// carries MaxSubjects subjects, which Sigstore's verifier still reads: it
+// verifies the last file with a subject and refuses the first one past
+// the cap.
+func TestSigstoreSubjectCap(t *testing.T) {
+	files := map[attest.Path]string{}
+	for i := range 3000 {
+		files[attest.Path(fmt.Sprintf("f%04d", i))] = fmt.Sprintf("content %d\n", i)
+	}
+	dir := t.TempDir()
+	_, pubPath, out := sigstoreSession(t, dir, files)
+	tm := keyMaterial(t, pubPath)
+	stPath := filepath.Join(out, StatementFile)
+	last := fmt.Sprintf("content %d\n", attest.MaxSubjects-2)
+	if err := sigstoreVerify(tm, readEnvelope(t, stPath), []byte(last)); err != nil {
+		t.Errorf("the last file with a subject: %v", err)
+	}
+	past := fmt.Sprintf("content %d\n", attest.MaxSubjects-1)
+	if err := sigstoreVerify(tm, readEnvelope(t, stPath), []byte(past)); err == nil {
+		t.Error("the first file past the cap verified")
+	}
+}
