@@ -13,7 +13,7 @@ import (
 // statement head is refused like one holding its statement, so no stale
 // head lies beside a new statement.
 func TestPrepareOutRefusesHead(t *testing.T) {
-	for _, name := range []string{LaunchFile, StatementFile, attest.HeadFile(StatementFile)} {
+	for _, name := range []string{LaunchFile, StatementFile, attest.HeadFile(StatementFile), SigstoreFile} {
 		out := t.TempDir()
 		if _, err := prepareOut(out); err != nil {
 			t.Fatalf("empty output dir: %v", err)

@@ -21,7 +21,8 @@ import (
 // output dir and leaves the change set staged for `diff`, `apply` and
 // `discard`, and the statement's signed head beside the statement (when
 // only that fails, it returns the statement with an error wrapping
-// ErrHeadNotWritten). A session that already has a statement is refused.
+// ErrHeadNotWritten), and its Sigstore bundle (ErrSigstoreNotWritten
+// likewise). A session that already has a statement is refused.
 func (s *Store) Recover(out string, key *attest.Signer) (*attest.Statement, error) {
 	if key == nil {
 		return nil, errors.New("no signing key")
@@ -107,8 +108,12 @@ func (s *Store) Recover(out string, key *attest.Signer) (*attest.Statement, erro
 	if err := writeFileAtomic(filepath.Join(abs, StatementFile), b, 0o644); err != nil {
 		return nil, err
 	}
+	var errs []error
 	if err := writeHead(key, attest.HeadOf(st), filepath.Join(abs, attest.HeadFile(StatementFile)), writeFileAtomic); err != nil {
-		return st, fmt.Errorf("%w: %v", ErrHeadNotWritten, err)
+		errs = append(errs, fmt.Errorf("%w: %v", ErrHeadNotWritten, err))
 	}
-	return st, nil
+	if err := writeSigstore(key, b, filepath.Join(abs, SigstoreFile), writeFileAtomic); err != nil {
+		errs = append(errs, err)
+	}
+	return st, errors.Join(errs...)
 }

@@ -301,7 +301,7 @@ func prepareOut(out string) (string, error) {
 		return "", fmt.Errorf("output dir %q: %w", out, unwrapPath(err))
 	}
 	abs = evalOrSelf(abs)
-	for _, name := range []string{LaunchFile, StatementFile, attest.HeadFile(StatementFile)} {
+	for _, name := range []string{LaunchFile, StatementFile, attest.HeadFile(StatementFile), SigstoreFile} {
 		if _, err := os.Lstat(filepath.Join(abs, name)); err == nil {
 			return "", fmt.Errorf("output dir %q already holds %s of another session", out, name)
 		}
@@ -547,6 +547,9 @@ func (s *session) finish(id string, res nsrun.Result, lostEnd bool) (*RunResult,
 	}
 	if err := writeHead(s.cfg.Key, attest.HeadOf(st), filepath.Join(s.out, attest.HeadFile(StatementFile)), writeFileAtomic); err != nil {
 		s.log("%v: %v", ErrHeadNotWritten, err)
+	}
+	if err := writeSigstore(s.cfg.Key, b, filepath.Join(s.out, SigstoreFile), writeFileAtomic); err != nil {
+		s.log("%v", err)
 	}
 	out.Statement = st
 	if out.Applied, err = s.settle(b, st, excluded); err != nil || !out.Applied {

@@ -62,7 +62,7 @@ func SignStatement(s *Signer, st *Statement) ([]byte, error) {
 	if err := st.validate(); err != nil {
 		return nil, fmt.Errorf("sign statement: %w", err)
 	}
-	roomy, err := makeInToto(StatementSubject, hex.EncodeToString(root), StatementPredicateType, st.toJSON(),
+	roomy, err := makeInTotoSubjects(statementSubjects(root, st.Entries), StatementPredicateType, st.toJSON(),
 		payloadHint(len(st.Entries)+len(st.Applied), len(st.Incomplete)+len(st.Excluded)+len(st.Violations)))
 	if err != nil {
 		return nil, fmt.Errorf("sign statement: %w", err)

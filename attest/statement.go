@@ -9,14 +9,18 @@ import (
 	"time"
 )
 
-// StatementSubject is the name of a change statement's one subject, whose
-// SHA-256 digest is the Merkle root of its entries.
+// StatementSubject is the name of a change statement's first subject,
+// whose SHA-256 digest is the Merkle root of its entries.
 const StatementSubject = "workspace-changes"
 
 // Statement is the signed record of what changed in a workspace during one
 // session. It is signed with SignStatement as an in-toto statement of
-// predicate type StatementPredicateType whose one subject is named
-// StatementSubject with the Merkle root (see MerkleRoot) as its digest.
+// predicate type StatementPredicateType whose first subject is named
+// StatementSubject with the Merkle root (see MerkleRoot) as its digest,
+// followed by one subject for each file the agent wrote, named by its path
+// with the SHA-256 of its content as its digest (StatementSubjects says
+// which files), so that Sigstore tooling can check a single file against
+// the statement.
 //
 // The predicate's JSON members, in this order:
 //

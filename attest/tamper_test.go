@@ -112,6 +112,7 @@ const (
 func statementExpect(ptr string) expectation {
 	switch {
 	case ptr == "/_type", ptr == "/predicateType", ptr == "/subject/0/name",
+		strings.HasPrefix(ptr, "/subject/") && !strings.HasPrefix(ptr, "/subject/0/"),
 		ptr == "/predicate/count", ptr == "/predicate/complete", ptr == "/predicate/applied_count",
 		strings.HasSuffix(ptr, "/code") && strings.HasPrefix(ptr, "/predicate/incomplete/"):
 		return wantMalformed
@@ -192,7 +193,7 @@ func TestTamperStatement(t *testing.T) {
 			checkClass(t, "re-signed "+what, err, want, func() bool { return !reflect.DeepEqual(got, orig) })
 		}
 	}
-	for _, want := range []string{"/predicate", "/predicate/changes/3/new", "/predicate/changes/3/new/xattrs/1", "/predicate/incomplete/0", "/predicate/stats", "/subject/0/digest"} {
+	for _, want := range []string{"/predicate", "/predicate/changes/3/new", "/predicate/changes/3/new/xattrs/1", "/predicate/incomplete/0", "/predicate/stats", "/subject/0/digest", "/subject/1/digest"} {
 		if !covered[want] {
 			t.Errorf("no value under %s was changed", want)
 		}

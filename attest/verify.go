@@ -68,8 +68,10 @@ func parseLaunchPayload(payload []byte) (*LaunchRecord, error) {
 // strict JSON (no unknown members, no case variants, no duplicate names, no
 // invalid UTF-8, no trailing data), in-toto type and predicate type; that
 // the payload is the one valid encoding of what it decoded to; every value;
-// the key ID; that the entries recompute to the signed Merkle root in the
-// subject and the predicate; and the launch binding.
+// the key ID; that the subjects after the first are exactly the file
+// subjects the entries make (StatementSubjects); that the entries
+// recompute to the signed Merkle root in the first subject and the
+// predicate; and the launch binding.
 //
 // A failed cryptographic or binding check returns ErrNotVerified; anything
 // else that is refused returns an error wrapping ErrMalformed. A verified
@@ -108,9 +110,10 @@ func VerifyStatement(env []byte, pub PublicKey, launchEnv []byte) (*Statement, e
 }
 
 // parseStatementPayload strictly parses and validates a statement payload
-// and checks that its subject names the predicate's root.
+// and checks its subjects: the first names the predicate's root, the rest
+// are exactly the file subjects its entries make (see StatementSubjects).
 func parseStatementPayload(payload []byte) (*Statement, error) {
-	it, err := parseInToto[statementJSON](payload, StatementPredicateType)
+	it, err := parseInTotoSubjects[statementJSON](payload, StatementPredicateType)
 	if err != nil {
 		return nil, err
 	}
@@ -120,6 +123,9 @@ func parseStatementPayload(payload []byte) (*Statement, error) {
 	}
 	if err := st.validate(); err != nil {
 		return nil, malformed("statement: %v", err)
+	}
+	if err := checkFileSubjects(it.Subject, st.Entries); err != nil {
+		return nil, err
 	}
 	if err := checkSubject(it.Subject[0], "statement", st.Root); err != nil {
 		return nil, err

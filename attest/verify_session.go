@@ -160,6 +160,9 @@ func Verify(path string, env []byte, pub PublicKey, opts VerifyOptions) (*Artifa
 		return a, nil
 	}
 	st, err := VerifyStatement(env, pub, opts.Launch)
+	if err != nil && isSigstoreBundle(env) {
+		return nil, errSigstoreBundle
+	}
 	if err != nil {
 		return nil, whyNotVerified(err, env, pub, opts.Launch)
 	}
@@ -212,6 +215,9 @@ func Load(path string, env []byte, pub PublicKey) (*Artifact, error) {
 		st, err = VerifyStatement(env, pub, nil)
 	} else {
 		st, err = ReadStatement(env)
+	}
+	if err != nil && isSigstoreBundle(env) {
+		return nil, fmt.Errorf("%s: %w", path, errSigstoreBundle)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%s is neither a checkpoint nor a statement: %w", path, err)

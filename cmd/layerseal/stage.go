@@ -182,7 +182,7 @@ func recoverCommand() *cli.Command {
 			}
 			out := cmd.Args().First()
 			st, err := storeOf(cmd).Recover(out, key)
-			if errors.Is(err, layerseal.ErrHeadNotWritten) {
+			if errors.Is(err, layerseal.ErrHeadNotWritten) || errors.Is(err, layerseal.ErrSigstoreNotWritten) {
 				fmt.Fprintf(os.Stderr, "layerseal: %s\n", printable(err.Error()))
 			} else if err != nil {
 				return exitWith(exitFailed, err)

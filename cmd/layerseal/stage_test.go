@@ -445,6 +445,23 @@ func TestRecoverAfterSupervisorKilled(t *testing.T) {
 	if code, stdout, stderr := e.cli("verify", "--key", e.pub, "--launch", filepath.Join(out, "launch.json"), statement); code != 2 || !strings.Contains(stdout+stderr, "unobserved-end") {
 		t.Errorf("verify after recover: exit %d, want 2 with unobserved-end\n%s%s", code, stdout, stderr)
 	}
+	// recover writes the statement's Sigstore bundle too, of the same
+	// signed payload.
+	var env struct {
+		Payload string `json:"payload"`
+	}
+	var bundle struct {
+		DsseEnvelope struct {
+			Payload string `json:"payload"`
+		} `json:"dsseEnvelope"`
+	}
+	if b, err := os.ReadFile(statement); err != nil || json.Unmarshal(b, &env) != nil {
+		t.Fatalf("statement after recover: %v", err)
+	}
+	if b, err := os.ReadFile(filepath.Join(out, "statement.sigstore.json")); err != nil || json.Unmarshal(b, &bundle) != nil ||
+		env.Payload == "" || bundle.DsseEnvelope.Payload != env.Payload {
+		t.Errorf("Sigstore bundle after recover: %v", err)
+	}
 	// recover writes the statement's head too: a proof holds, with exit 2
 	// (unobserved-end covers every path).
 	e.mustCLI(0, "prove", "--out", filepath.Join(e.dir, "new.proof"), out, "new.txt")
