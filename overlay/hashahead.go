@@ -15,6 +15,10 @@ import (
 // another goroutine; smaller ones cost less to hash than to hand over.
 const hashAheadMin = 256 << 10
 
+// hashAheadHanded, in tests, is called with each file handed to the
+// hash-ahead goroutines, before they can read it.
+var hashAheadHanded func(p attest.Path)
+
 // hashAhead hashes large upper files on as many goroutines as there are
 // cores while the walk goes on, so a final read of a change set of large
 // files is not bound to one core's SHA-256 rate. It takes only files
@@ -95,6 +99,9 @@ func (r *reader) hashLater(p attest.Path, n node, st linux.Stat, s *attest.State
 	}
 	if r.ahead == nil {
 		r.ahead = newHashAhead()
+	}
+	if hashAheadHanded != nil {
+		hashAheadHanded(p)
 	}
 	r.ahead.jobs <- hashJob{fd: fd, st: st, p: p, s: s}
 	return true
