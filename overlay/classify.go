@@ -44,6 +44,8 @@ type reader struct {
 	sums map[linkKey]linkSum
 
 	excluded []attest.Excluded // subtrees summarized for opt.Exclude
+
+	ahead *hashAhead // large files being hashed beside the walk, if any
 }
 
 // linkKey names an inode of one layer; linkSum is its digest and the stat
@@ -76,6 +78,7 @@ func readLayers(u, l node, opt ReadOptions) (*Changes, error) {
 		links:   make(map[[2]uint64]*linkGroup),
 	}
 	err := r.root(u, l)
+	drop := r.finishHashes()
 	if err != nil {
 		return nil, err
 	}
@@ -86,6 +89,9 @@ func readLayers(u, l node, opt ReadOptions) (*Changes, error) {
 		for _, i := range g.entries {
 			r.entries[i].New.Link = g.first
 		}
+	}
+	if len(drop) > 0 {
+		r.entries = slices.DeleteFunc(r.entries, func(e attest.Entry) bool { return e.New != nil && drop[e.New] })
 	}
 	slices.SortFunc(r.entries, func(a, b attest.Entry) int { return strings.Compare(string(a.Path), string(b.Path)) })
 	slices.SortFunc(r.excluded, func(a, b attest.Excluded) int { return strings.Compare(string(a.Path), string(b.Path)) })
@@ -341,7 +347,7 @@ func (r *reader) compareNonDir(p attest.Path, un, ln node, ust linux.Stat, lst *
 	}
 	if oldSt == nil || oldSt.Type != newSt.Type {
 		if newSt.Type == attest.File {
-			if !r.hash(p, "upper", un, ust, newSt) {
+			if !r.hashLater(p, un, ust, newSt) && !r.hash(p, "upper", un, ust, newSt) {
 				return "", false
 			}
 		}
@@ -360,7 +366,7 @@ func (r *reader) compareNonDir(p attest.Path, un, ln node, ust linux.Stat, lst *
 		switch {
 		case newSt.Size != oldSt.Size:
 			modified = true
-			if !r.hash(p, "upper", un, ust, newSt) {
+			if !r.hashLater(p, un, ust, newSt) && !r.hash(p, "upper", un, ust, newSt) {
 				return "", false
 			}
 		case r.overCap(ust.Size):

@@ -147,36 +147,57 @@ func (n *fsNode) readlink() (string, error) { return linux.Readlinkat(n.fd, "") 
 // with the shared bounded buffer, and checks that size, mtime and ctime
 // did not change during the read.
 func (n *fsNode) digest(deadline time.Time, flush bool) ([]byte, error) {
-	if n.st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return nil, fmt.Errorf("digest of a non-regular file: %w", errSwapped)
-	}
-	fd, err := linux.Reopen(n.fd, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY)
+	fd, err := n.openForDigest(flush)
 	if err != nil {
 		return nil, err
 	}
 	defer unix.Close(fd)
+	return digestFD(fd, n.st, *n.buf, deadline)
+}
+
+// openForDigest reopens the checked O_PATH descriptor of a regular file
+// for reading and checks that it is still the file n.st describes. The
+// descriptor it returns pins that inode: the caller may close n.
+func (n *fsNode) openForDigest(flush bool) (int, error) {
+	if n.st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return -1, fmt.Errorf("digest of a non-regular file: %w", errSwapped)
+	}
+	fd, err := linux.Reopen(n.fd, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY)
+	if err != nil {
+		return -1, err
+	}
 	if flush {
 		// Page writeback alone, without fdatasync's journal commit and
 		// device flush: only the write-protection matters here.
 		if err := unix.SyncFileRange(fd, 0, 0, unix.SYNC_FILE_RANGE_WAIT_BEFORE|unix.SYNC_FILE_RANGE_WRITE|unix.SYNC_FILE_RANGE_WAIT_AFTER); err != nil {
-			return nil, fmt.Errorf("write back: %w", err)
+			unix.Close(fd)
+			return -1, fmt.Errorf("write back: %w", err)
 		}
 	}
 	before, err := linux.Lstat(fd, "")
+	if err == nil && (!sameFile(before, n.st) || !sameContentStat(before, n.st)) {
+		err = errSwapped
+	}
 	if err != nil {
-		return nil, err
+		unix.Close(fd)
+		return -1, err
 	}
-	if !sameFile(before, n.st) || !sameContentStat(before, n.st) {
-		return nil, errSwapped
-	}
+	return fd, nil
+}
+
+// digestFD returns the SHA-256 of the regular file open for reading at
+// fd, which was checked to be the file want describes, reading it through
+// buf; errSwapped if it changed while being read, errTimeUp once deadline
+// (if set) has passed.
+func digestFD(fd int, want linux.Stat, buf []byte, deadline time.Time) ([]byte, error) {
 	h := sha256.New()
-	buf := *n.buf
 	var total uint64
 	for {
 		if !deadline.IsZero() && time.Now().After(deadline) {
 			return nil, errTimeUp
 		}
 		var k int
+		var err error
 		for {
 			k, err = unix.Read(fd, buf)
 			if !errors.Is(err, unix.EINTR) {
@@ -191,7 +212,7 @@ func (n *fsNode) digest(deadline time.Time, flush bool) ([]byte, error) {
 		}
 		h.Write(buf[:k])
 		total += uint64(k)
-		if total > n.st.Size {
+		if total > want.Size {
 			return nil, errSwapped
 		}
 	}
@@ -199,7 +220,7 @@ func (n *fsNode) digest(deadline time.Time, flush bool) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if total != n.st.Size || !sameContentStat(after, n.st) {
+	if total != want.Size || !sameContentStat(after, want) {
 		return nil, errSwapped
 	}
 	return h.Sum(nil), nil
