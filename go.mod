@@ -21,6 +21,7 @@ require (
 require github.com/creack/pty v1.1.24
 
 require (
+	filippo.io/mldsa v1.0.0 // indirect
 	github.com/BurntSushi/toml v1.4.1-0.20240526193622-a339e1f7089c // indirect
 	golang.org/x/exp/typeparams v0.0.0-20231108232855-2478ac86f678 // indirect
 	golang.org/x/mod v0.41.0 // indirect

@@ -245,7 +245,7 @@ func TestDiffPoints(t *testing.T) {
 	out := writeSession(t, s, 8, true)
 	load := func(path string, key bool) *Artifact {
 		t.Helper()
-		var pub []byte
+		var pub PublicKey
 		if key {
 			pub = s.Public()
 		}

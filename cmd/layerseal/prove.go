@@ -103,7 +103,7 @@ func proveCommand() *cli.Command {
 }
 
 // verifyBundle is `verify` of a proof bundle.
-func verifyBundle(cmd *cli.Command, path string, b, pub []byte) error {
+func verifyBundle(cmd *cli.Command, path string, b []byte, pub attest.PublicKey) error {
 	got, err := attest.VerifyBundle(b, pub)
 	if err != nil && !errors.Is(err, attest.ErrIncomplete) {
 		if cmd.Bool("json") {
@@ -223,7 +223,7 @@ func stateText(s *attest.State) string {
 
 // verifyHead is `verify` of a signed head (statement.head.json, or
 // NNNNNN.head.json beside a checkpoint).
-func verifyHead(cmd *cli.Command, path string, env, pub []byte) error {
+func verifyHead(cmd *cli.Command, path string, env []byte, pub attest.PublicKey) error {
 	h, err := attest.VerifyHead(env, pub)
 	if err != nil {
 		if cmd.Bool("json") {
