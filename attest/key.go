@@ -381,17 +381,29 @@ func (s *Signer) derBlocks() ([][]byte, error) {
 
 // GenerateKey makes a new key pair of alg (one of Algorithms) and writes
 // the private key to privPath with mode 0600 and the public key to pubPath
-// with mode 0644, as PEM: a "PRIVATE KEY" block holding the DER PKCS #8
-// private key (RFC 8410 for ed25519; RFC 9881's seed form for ML-DSA-65)
-// and a "PUBLIC KEY" block holding the key's encoding (see PublicKey). A
-// hybrid key's files hold two such blocks each, the ed25519 key's first:
-// every block is its component's standard form, which other tools read,
-// and DSSE envelopes of a hybrid key carry a separate signature of each
-// component, which that component's block checks (a composite key of one
-// OID would describe a composite signature, which these are not). The
-// ed25519 files are the forms Sigstore tooling reads (cosign
-// verify-blob-attestation --key pubPath). GenerateKey refuses to overwrite
-// either file, and returns the key ID.
+// with mode 0644. It refuses to overwrite either file, and returns the key
+// ID.
+//
+// Both files are PEM (RFC 7468). A private key file holds one "PRIVATE
+// KEY" block per component key, a public key file one "PUBLIC KEY" block
+// per component key: one block for ed25519 and ml-dsa-65, two for hybrid,
+// the ed25519 key's first. Each block holds its key's standard DER, in hex:
+//
+//	ed25519 private    302e020100300506032b657004220420 SEED(32)        RFC 8410 PKCS #8
+//	ed25519 public     302a300506032b6570032100 KEY(32)                 RFC 8410 PKIX
+//	ml-dsa-65 private  3034020100300b0609608648016503040312 04228020 SEED(32)
+//	                   RFC 9881 PKCS #8, the seed form ([0] IMPLICIT seed)
+//	ml-dsa-65 public   308207b2300b0609608648016503040312 038207a100 KEY(1952)
+//	                   RFC 9881 PKIX, OID 2.16.840.1.101.3.4.3.18
+//
+// The public key's encoding (see PublicKey) is its blocks' DER in file
+// order. A hybrid key is two blocks rather than one composite because its
+// envelopes carry two separate signatures (see envelope): each block is
+// the standard form of the key that makes one of them, so each signature
+// can be checked on its own with tools that read that form, and no draft
+// composite OID, whose signatures these are not, is claimed. The ed25519
+// files are the forms Sigstore tooling reads (cosign
+// verify-blob-attestation --key pubPath).
 func GenerateKey(alg, privPath, pubPath string) (keyID string, err error) {
 	s, err := newRandomSigner(alg)
 	if err != nil {

@@ -119,6 +119,28 @@ func testGenerateAndLoadKey(t *testing.T, alg string) {
 			}
 		}
 	}
+	// Each block is byte for byte the form GenerateKey's doc gives.
+	prefixes := map[string][2]string{
+		AlgEd25519: {"302e020100300506032b657004220420", "302a300506032b6570032100"},
+		AlgMLDSA65: {"3034020100300b060960864801650304031204228020", "308207b2300b0609608648016503040312038207a100"},
+	}
+	sizes := map[string][2]int{AlgEd25519: {32, 32}, AlgMLDSA65: {32, 1952}}
+	for f, data := range [][]byte{pemPriv, pemPub} {
+		i := 0
+		for rest := data; ; i++ {
+			var b *pem.Block
+			if b, rest = pem.Decode(rest); b == nil {
+				break
+			}
+			pre, n := prefixes[want[i]][f], sizes[want[i]][f]
+			if got := hex.EncodeToString(b.Bytes); !strings.HasPrefix(got, pre) || len(b.Bytes) != len(pre)/2+n {
+				t.Errorf("block %d of %s is %s…, %d bytes; want %s and %d bytes", i, []string{"private", "public"}[f], got[:min(len(got), len(pre))], len(b.Bytes), pre, len(pre)/2+n)
+			}
+		}
+		if i != len(want) {
+			t.Errorf("%d blocks, want %d", i, len(want))
+		}
+	}
 	if _, err := GenerateKey(alg, priv, filepath.Join(dir, "other.pub")); err == nil {
 		t.Error("GenerateKey overwrote a private key")
 	}
