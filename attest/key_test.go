@@ -275,28 +275,21 @@ func TestLoadKeyAlgorithms(t *testing.T) {
 	ml65, _ := mldsa.GenerateKey(mldsa.MLDSA65())
 	_, ed, _ := ed25519.GenerateKey(rand.Reader)
 	ec, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	privPEM := func(keys ...any) []byte {
+	// pemOf returns a PEM file of one block of type typ per key, each the
+	// key's DER by marshal.
+	pemOf := func(typ string, marshal func(any) ([]byte, error), keys ...any) []byte {
 		var out []byte
 		for _, k := range keys {
-			der, err := mldsax509.MarshalPKCS8PrivateKey(k)
+			der, err := marshal(k)
 			if err != nil {
 				t.Fatal(err)
 			}
-			out = append(out, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})...)
+			out = append(out, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der})...)
 		}
 		return out
 	}
-	pubPEM := func(keys ...any) []byte {
-		var out []byte
-		for _, k := range keys {
-			der, err := mldsax509.MarshalPKIXPublicKey(k)
-			if err != nil {
-				t.Fatal(err)
-			}
-			out = append(out, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der})...)
-		}
-		return out
-	}
+	privPEM := func(keys ...any) []byte { return pemOf("PRIVATE KEY", mldsax509.MarshalPKCS8PrivateKey, keys...) }
+	pubPEM := func(keys ...any) []byte { return pemOf("PUBLIC KEY", mldsax509.MarshalPKIXPublicKey, keys...) }
 	edPub := ed.Public()
 	for _, c := range []struct {
 		name, want string

@@ -23,6 +23,11 @@ func TestKeygenAlgorithms(t *testing.T) {
 		if pub.Alg() != alg || !strings.Contains(out, "key id:      "+alg+":") || !strings.Contains(out, pub.KeyID()) {
 			t.Errorf("keygen --alg %s printed:\n%s", alg, out)
 		}
+		// The private key where the public one goes is named as such.
+		code, stdout, stderr := e.cli("verify", "--key", key, filepath.Join(e.dir, "statement.json"))
+		if code != exitUsage || !strings.Contains(stderr, "is a private key: give its public key") {
+			t.Errorf("verify --key %s: exit %d\n%s%s", filepath.Base(key), code, stdout, stderr)
+		}
 	}
 	e.cliCheck(0, "keygen", "--out", filepath.Join(e.dir, "default.key"))
 	if pub, err := attest.LoadPublicKey(filepath.Join(e.dir, "default.key.pub")); err != nil || pub.Alg() != attest.AlgEd25519 {
