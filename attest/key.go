@@ -182,9 +182,7 @@ func keyKind(k any) string {
 		return "ECDSA"
 	case *rsa.PublicKey, *rsa.PrivateKey:
 		return "RSA"
-	case *ecdh.PublicKey:
-		return "X25519 or ECDH"
-	case *ecdh.PrivateKey:
+	case *ecdh.PublicKey, *ecdh.PrivateKey:
 		return "X25519 or ECDH"
 	case *mldsa.PrivateKey:
 		return p.PublicKey().Parameters().String()
