@@ -275,9 +275,10 @@ func (h *Head) validate() error {
 	return nil
 }
 
-// SignHead sets h.KeyID to the signer's key ID, checks h, and returns the
-// envelope file bytes of the signed head. h is normally HeadOf or
-// HeadOfCheckpoint of an artifact the same signer signed.
+// SignHead sets h.KeyID and h.Alg to the signer's key ID and algorithm,
+// checks h, and returns the envelope file bytes of the signed head. h is
+// normally HeadOf or HeadOfCheckpoint of an artifact the same signer
+// signed.
 func SignHead(s *Signer, h *Head) ([]byte, error) {
 	if s == nil {
 		return nil, errors.New("sign head: no signer")
