@@ -1,7 +1,6 @@
 package layerseal
 
 import (
-	"crypto/ed25519"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -215,7 +214,7 @@ func (store *Store) openStaged(out string) (*staged, error) {
 	if err != nil {
 		return nil, fmt.Errorf("session %s: no launch record: %w", s.rec.ID, err)
 	}
-	pub := ed25519.PublicKey(s.rec.PublicKey)
+	pub := s.rec.PublicKey
 	if s.st, err = attest.VerifyStatement(s.env, pub, launchEnv); err != nil {
 		return nil, fmt.Errorf("statement of session %s: %w", s.rec.ID, err)
 	}

@@ -33,7 +33,7 @@ type cpEnv struct {
 	upper, lower string
 	cp           *checkpointer
 	walks        atomic.Int64
-	pub          ed25519.PublicKey
+	pub          attest.PublicKey
 }
 
 func newCPEnv(t *testing.T) *cpEnv {
@@ -161,7 +161,7 @@ func TestCheckpointIdleReadsNothing(t *testing.T) {
 	verifyDir(t, e.cp.dir, e.pub, int(res.Seq))
 }
 
-func verifyDir(t *testing.T, dir string, pub ed25519.PublicKey, n int) []*attest.Checkpoint {
+func verifyDir(t *testing.T, dir string, pub attest.PublicKey, n int) []*attest.Checkpoint {
 	t.Helper()
 	cps, _, err := attest.VerifyChain(readChain(t, dir, n), pub, nil)
 	if err != nil {

@@ -110,7 +110,7 @@ func launchKernel(t *testing.T, state string) attest.Kernel {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := attest.VerifyLaunch(env, priv.Public().(ed25519.PublicKey))
+	l, err := attest.VerifyLaunch(env, key.Public())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,6 @@
 package layerseal
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -38,7 +37,7 @@ func (s *Store) Recover(out string, key *attest.Signer) (*attest.Statement, erro
 	if s.running(rec.ID) {
 		return nil, fmt.Errorf("session %s is still running: its supervisor signs its statement when it ends (`layerseal sessions` shows it)", rec.ID)
 	}
-	if !bytes.Equal(rec.PublicKey, key.Public()) {
+	if !rec.PublicKey.Equal(key.Public()) {
 		return nil, fmt.Errorf("key %s is not the key session %s was launched with", key.KeyID(), rec.ID)
 	}
 	for _, p := range []string{filepath.Join(string(dir), StatementFile), filepath.Join(abs, StatementFile)} {

@@ -198,7 +198,7 @@ func sigstoreSession(t *testing.T, dir string, files map[attest.Path]string) (ke
 func keyPair(t *testing.T, dir string) (key *attest.Signer, pubPath string) {
 	t.Helper()
 	privPath, pubPath := filepath.Join(dir, "seal.key"), filepath.Join(dir, "seal.key.pub")
-	if _, err := attest.GenerateKey(privPath, pubPath); err != nil {
+	if _, err := attest.GenerateKey(attest.AlgEd25519, privPath, pubPath); err != nil {
 		t.Fatal(err)
 	}
 	key, err := attest.LoadPrivateKey(privPath)

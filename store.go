@@ -1,7 +1,6 @@
 package layerseal
 
 import (
-	"crypto/ed25519"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -72,7 +71,9 @@ type sessionRecord struct {
 	ID        string `json:"id"`
 	Workspace string `json:"workspace"`
 	Out       string `json:"out"`
-	PublicKey []byte `json:"public_key"` // ed25519, raw
+	// PublicKey is the key the session was launched with, of any
+	// algorithm: base64 of its encoding (attest.PublicKey.MarshalText).
+	PublicKey attest.PublicKey `json:"public_key"`
 	// Launched is when the agent could first see the workspace, read on
 	// the clock file times are stamped with (linux.CoarseNow), in
 	// nanoseconds: a workspace entry with a later ctime was changed by
@@ -202,7 +203,7 @@ func (d sessionDir) readRecord() (sessionRecord, error) {
 	if err := json.Unmarshal(b, &r); err != nil {
 		return r, fmt.Errorf("session record %q is damaged: %w", d.record(), err)
 	}
-	if filepath.Base(string(d)) != r.ID || len(r.PublicKey) != ed25519.PublicKeySize {
+	if filepath.Base(string(d)) != r.ID || r.PublicKey.IsZero() {
 		return r, fmt.Errorf("session record %q is damaged", d.record())
 	}
 	return r, nil

@@ -229,7 +229,7 @@ func (c *Checkpoint) validate() error {
 	if len(c.Launch) != 32 || len(c.Probe) != 32 || len(c.Root) != 32 {
 		return errors.New("launch digest, probe digest and root must be 32 bytes")
 	}
-	if err := checkHex("key id", c.KeyID); err != nil {
+	if err := checkKeyID(c.KeyID); err != nil {
 		return err
 	}
 	if c.Workspace == "" || strings.IndexByte(string(c.Workspace), 0) >= 0 {

@@ -5,7 +5,8 @@
 //
 // For most uses:
 //
-//   - make a key pair once with [GenerateKey]; load it with [LoadPrivateKey]
+//   - make a key pair once with [GenerateKey] (ed25519, ML-DSA-65, or a
+//     hybrid of both: see [PublicKey]); load it with [LoadPrivateKey]
 //     before the agent starts;
 //   - sign a [LaunchRecord] with [SignLaunch] before the run and a
 //     [Statement] with [SignStatement] after it;

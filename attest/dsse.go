@@ -1,8 +1,8 @@
 package attest
 
 import (
-	"crypto/ed25519"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"strconv"
 )
@@ -10,12 +10,27 @@ import (
 // PayloadType is the DSSE payload type of every layerseal envelope.
 const PayloadType = "application/vnd.in-toto+json"
 
-// envelope is a DSSE envelope with exactly one signature. Its file form is
-// its canonical JSON followed by one newline:
+// envelope is a DSSE envelope with one signature, or two of a hybrid key.
+// Its file form is its canonical JSON followed by one newline:
 //
-//	{"payloadType":"application/vnd.in-toto+json","payload":"<base64>","signatures":[{"keyid":"<key id>","sig":"<base64>"}]}
+//	{"payloadType":"application/vnd.in-toto+json","payload":"<base64>","signatures":[SIG]}
 //
-// with base64 the standard alphabet with padding.
+// with base64 the standard alphabet with padding, and SIG, for a key of
+// algorithm ed25519 or ml-dsa-65,
+//
+//	{"keyid":"<key id>","sig":"<base64>"}
+//
+// with the key's ID (see PublicKey) and its signature of the pre-
+// authentication encoding (64 bytes of ed25519, 3309 of ML-DSA-65). A hybrid
+// key signs with both its components, so its SIG is two, separated by a
+// comma, the ed25519 one first:
+//
+//	{"keyid":"ed25519:<hex>","sig":"<base64>"},{"keyid":"ml-dsa-65:<hex>","sig":"<base64>"}
+//
+// each keyid being its component's own key ID (the SHA-256 of that
+// component's encoding, not of the hybrid's), each sig that component's
+// signature of the same pre-authentication encoding. The payload names the
+// hybrid key's ID, so neither signature alone verifies under any key.
 type envelope struct {
 	PayloadType string      `json:"payloadType"`
 	Payload     []byte      `json:"payload"`
@@ -52,7 +67,11 @@ const payloadRoom = 96
 
 // seal signs payload and returns the envelope file bytes.
 func seal(s *Signer, payload []byte) ([]byte, error) {
-	return envelopeFile(s.KeyID(), payload, s.sign(pae(PayloadType, payload)))
+	sigs, err := s.sign(pae(PayloadType, payload))
+	if err != nil {
+		return nil, err
+	}
+	return envelopeFile(payload, sigs)
 }
 
 // sealInPlace is seal for roomy[payloadRoom:], writing its pae header
@@ -66,49 +85,74 @@ func sealInPlace(s *Signer, roomy []byte) ([]byte, error) {
 	}
 	msg := roomy[payloadRoom-len(head):]
 	copy(msg, head)
-	return envelopeFile(s.KeyID(), payload, s.sign(msg))
+	sigs, err := s.sign(msg)
+	if err != nil {
+		return nil, err
+	}
+	return envelopeFile(payload, sigs)
 }
 
 // envelopeFile returns the file bytes of the envelope of payload with its
-// one signature. It writes the canonical JSON directly, into a buffer of
-// its exact size: every member is plain ASCII that needs no escaping (the
-// payload type, a hex key ID, base64), so the spelling is fixed.
-func envelopeFile(keyID string, payload, sig []byte) ([]byte, error) {
-	if err := checkHex("key id", keyID); err != nil {
-		return nil, fmt.Errorf("encode envelope: %w", err)
-	}
+// signatures. It writes the canonical JSON directly, into a buffer of its
+// exact size: every member is plain ASCII that needs no escaping (the
+// payload type, a key ID, base64), so the spelling is fixed.
+func envelopeFile(payload []byte, sigs []signature) ([]byte, error) {
 	const (
 		open1 = `{"payloadType":"` + PayloadType + `","payload":"`
-		open2 = `","signatures":[{"keyid":"`
-		open3 = `","sig":"`
-		end   = `"}]}` + "\n"
+		open2 = `","signatures":[`
+		sig1  = `{"keyid":"`
+		sig2  = `","sig":"`
+		sig3  = `"}`
+		end   = `]}` + "\n"
 	)
 	enc := base64.StdEncoding
-	b := make([]byte, 0, len(open1)+enc.EncodedLen(len(payload))+len(open2)+len(keyID)+len(open3)+enc.EncodedLen(len(sig))+len(end))
+	n := len(open1) + enc.EncodedLen(len(payload)) + len(open2) + len(end)
+	for _, s := range sigs {
+		if err := checkKeyID(s.KeyID); err != nil {
+			return nil, fmt.Errorf("encode envelope: %w", err)
+		}
+		n += len(sig1) + len(s.KeyID) + len(sig2) + enc.EncodedLen(len(s.Sig)) + len(sig3) + 1
+	}
+	b := make([]byte, 0, n)
 	b = append(b, open1...)
 	b = enc.AppendEncode(b, payload)
 	b = append(b, open2...)
-	b = append(b, keyID...)
-	b = append(b, open3...)
-	b = enc.AppendEncode(b, sig)
+	for i, s := range sigs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, sig1...)
+		b = append(b, s.KeyID...)
+		b = append(b, sig2...)
+		b = enc.AppendEncode(b, s.Sig)
+		b = append(b, sig3...)
+	}
 	return append(b, end...), nil
 }
 
 // open parses envelope file bytes of at most max bytes strictly and checks
-// its one signature with pub, returning the signed payload. Malformed input
-// gives an error wrapping ErrMalformed; a signature that is not pub's valid
-// signature gives ErrNotVerified.
+// its signatures with pub, returning the signed payload. Malformed input
+// gives an error wrapping ErrMalformed; signatures that are not exactly
+// pub's valid signatures (one for each of its components, in order) give
+// ErrNotVerified.
 func open(file []byte, max int, pub PublicKey) ([]byte, error) {
-	if len(pub) != ed25519.PublicKeySize {
-		return nil, fmt.Errorf("verify: ed25519 public key of %d bytes", len(pub))
+	if pub.IsZero() {
+		return nil, errors.New("verify: no public key")
 	}
 	env, err := parseEnvelope(file, max)
 	if err != nil {
 		return nil, err
 	}
-	sig := env.Signatures[0]
-	if sig.KeyID != KeyID(pub) || !ed25519.Verify(pub, pae(env.PayloadType, env.Payload), sig.Sig) {
+	parts := pub.components()
+	if len(env.Signatures) != len(parts) {
 		return nil, ErrNotVerified
+	}
+	msg := pae(env.PayloadType, env.Payload)
+	for i, p := range parts {
+		sig := env.Signatures[i]
+		if sig.KeyID != p.id || !p.verifySig(msg, sig.Sig) {
+			return nil, ErrNotVerified
+		}
 	}
 	return env.Payload, nil
 }
@@ -126,11 +170,40 @@ func parseEnvelope(file []byte, max int) (*envelope, error) {
 	if env.PayloadType != PayloadType {
 		return nil, malformed("unsupported payload type %q", env.PayloadType)
 	}
-	if len(env.Signatures) != 1 {
-		return nil, malformed("envelope has %d signatures, want 1", len(env.Signatures))
+	if err := checkSignatures(env.Signatures); err != nil {
+		return nil, err
 	}
 	if err := canonicalCheck(file, &env, true, "envelope"); err != nil {
 		return nil, err
 	}
 	return &env, nil
+}
+
+// checkSignatures checks the form of an envelope's signatures: one of an
+// ed25519 or ML-DSA-65 key, or an ed25519 one then an ML-DSA-65 one (a
+// hybrid key's), each of its algorithm's size.
+func checkSignatures(sigs []signature) error {
+	var algs []string
+	for _, s := range sigs {
+		alg, err := keyIDAlg(s.KeyID)
+		if err != nil {
+			return malformed("envelope signature: %v", err)
+		}
+		if alg == AlgHybrid {
+			return malformed("envelope signature under the hybrid key id %q: a hybrid key signs with each of its keys under its own id", s.KeyID)
+		}
+		if len(s.Sig) != sigSize(alg) {
+			return malformed("%s signature of %d bytes, want %d", alg, len(s.Sig), sigSize(alg))
+		}
+		algs = append(algs, alg)
+	}
+	switch {
+	case len(algs) == 1:
+	case len(algs) == 2 && algs[0] == AlgEd25519 && algs[1] == AlgMLDSA65:
+	case len(algs) == 2:
+		return malformed("envelope signatures of %s and %s: a hybrid envelope has an ed25519 then an ML-DSA-65 signature", algs[0], algs[1])
+	default:
+		return malformed("envelope has %d signatures, want 1 (2 of a hybrid key)", len(algs))
+	}
+	return nil
 }

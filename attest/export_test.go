@@ -167,12 +167,14 @@ func TestExportTamperFields(t *testing.T) {
 		"checkpoint heads swapped": edit(func(y *Export) {
 			y.Checkpoints[0].Head, y.Checkpoints[1].Head = y.Checkpoints[1].Head, y.Checkpoints[0].Head
 		}),
-		"checkpoints swapped":                 edit(func(y *Export) { y.Checkpoints[0], y.Checkpoints[1] = y.Checkpoints[1], y.Checkpoints[0] }),
-		"last checkpoint dropped":             edit(func(y *Export) { y.Checkpoints = y.Checkpoints[:3] }),
-		"first checkpoint dropped":            edit(func(y *Export) { y.Checkpoints = y.Checkpoints[1:] }),
-		"checkpoints dropped":                 edit(func(y *Export) { y.Checkpoints = nil }),
-		"bundle of another session":           edit(func(y *Export) { y.Proofs[0] = o.Proofs[0] }),
-		"bundle against a checkpoint head":    edit(func(y *Export) { y.Proofs[0] = bytes.Replace(y.Proofs[0], b64(x.Head), b64(x.Checkpoints[3].Head), 1) }),
+		"checkpoints swapped":       edit(func(y *Export) { y.Checkpoints[0], y.Checkpoints[1] = y.Checkpoints[1], y.Checkpoints[0] }),
+		"last checkpoint dropped":   edit(func(y *Export) { y.Checkpoints = y.Checkpoints[:3] }),
+		"first checkpoint dropped":  edit(func(y *Export) { y.Checkpoints = y.Checkpoints[1:] }),
+		"checkpoints dropped":       edit(func(y *Export) { y.Checkpoints = nil }),
+		"bundle of another session": edit(func(y *Export) { y.Proofs[0] = o.Proofs[0] }),
+		"bundle against a checkpoint head": edit(func(y *Export) {
+			y.Proofs[0] = bytes.Replace(y.Proofs[0], jsonB64(x.Head), jsonB64(x.Checkpoints[3].Head), 1)
+		}),
 		"wrong format tag":                    bytes.Replace(ok, []byte(ExportFormat), []byte("https://layerseal.dev/export/v2"), 1),
 		"unknown member":                      bytes.Replace(ok, []byte(`"launch":`), []byte(`"x":1,"launch":`), 1),
 		"case variant":                        bytes.Replace(ok, []byte(`"head":`), []byte(`"Head":`), 1),
@@ -217,7 +219,8 @@ func TestExportTamperFields(t *testing.T) {
 	}
 }
 
-func b64(b []byte) []byte {
+// jsonB64 is b as its canonical JSON string spells it, without quotes.
+func jsonB64(b []byte) []byte {
 	j, err := canonicalJSON(b)
 	if err != nil {
 		panic(err)

@@ -16,9 +16,6 @@ const HeadPredicateType = "https://layerseal.dev/head/v1"
 // places.
 const MaxHeadSize = 16 << 20
 
-// AlgEd25519 is the one signature algorithm a head names today.
-const AlgEd25519 = "ed25519"
-
 // The kinds of artifact a head is the head of.
 const (
 	HeadKindStatement  = "statement"
@@ -59,7 +56,8 @@ func HeadFile(file string) string {
 //	session_id       32 lowercase hex digits
 //	launch_sha256    SHA-256 of the launch record's envelope file, lowercase hex
 //	key_id           key ID of the signing key (as in a statement)
-//	alg              signature algorithm of that key: "ed25519"
+//	alg              signature algorithm of that key, the one its key ID
+//	                 names: "ed25519", "ml-dsa-65" or "hybrid"
 //	seq              decimal string, the checkpoint's seq; omitted for a statement
 //	root             Merkle root of the observed change set, lowercase hex
 //	count            its number of entries, decimal string
@@ -138,7 +136,7 @@ func headReasons(rs []Reason) []Reason {
 // SignStatement signed).
 func HeadOf(st *Statement) *Head {
 	return &Head{
-		Kind: HeadKindStatement, SessionID: st.SessionID, Launch: clone(st.Launch), KeyID: st.KeyID, Alg: AlgEd25519,
+		Kind: HeadKindStatement, SessionID: st.SessionID, Launch: clone(st.Launch), KeyID: st.KeyID, Alg: algOf(st.KeyID),
 		Root: clone(st.Root), Count: st.Count, AppliedRoot: clone(st.AppliedRoot), AppliedCount: st.AppliedCount,
 		Complete: st.Complete, Incomplete: headReasons(st.Incomplete), CheckpointHead: clone(st.CheckpointHead),
 		Excluded: excludedPaths(st.Excluded),
@@ -157,10 +155,16 @@ func excludedPaths(xs []Excluded) []Path {
 // that CheckpointLog.Append signed).
 func HeadOfCheckpoint(c *Checkpoint) *Head {
 	return &Head{
-		Kind: HeadKindCheckpoint, SessionID: c.SessionID, Launch: clone(c.Launch), KeyID: c.KeyID, Alg: AlgEd25519,
+		Kind: HeadKindCheckpoint, SessionID: c.SessionID, Launch: clone(c.Launch), KeyID: c.KeyID, Alg: algOf(c.KeyID),
 		Seq: c.Seq, Root: clone(c.Root), Count: c.Count, AppliedRoot: clone(c.Root), AppliedCount: c.Count,
 		Complete: c.Complete, Incomplete: headReasons(c.Incomplete), CheckpointHead: clone(c.Log.Root),
 	}
+}
+
+// algOf returns the algorithm key ID id names, "" if it names none.
+func algOf(id string) string {
+	alg, _ := keyIDAlg(id)
+	return alg
 }
 
 func clone(b []byte) []byte {
@@ -239,11 +243,12 @@ func (h *Head) validate() error {
 	if len(h.Launch) != 32 {
 		return fmt.Errorf("launch digest of %d bytes", len(h.Launch))
 	}
-	if err := checkHex("key id", h.KeyID); err != nil {
+	alg, err := keyIDAlg(h.KeyID)
+	if err != nil {
 		return err
 	}
-	if h.Alg != AlgEd25519 {
-		return fmt.Errorf("unsupported signature algorithm %q (this version reads %q)", h.Alg, AlgEd25519)
+	if h.Alg != alg {
+		return fmt.Errorf("signature algorithm %q, but key id %q names %q", h.Alg, h.KeyID, alg)
 	}
 	if len(h.Root) != 32 || len(h.AppliedRoot) != 32 {
 		return fmt.Errorf("roots of %d and %d bytes", len(h.Root), len(h.AppliedRoot))
@@ -270,14 +275,15 @@ func (h *Head) validate() error {
 	return nil
 }
 
-// SignHead sets h.KeyID to the signer's key ID, checks h, and returns the
-// envelope file bytes of the signed head. h is normally HeadOf or
-// HeadOfCheckpoint of an artifact the same signer signed.
+// SignHead sets h.KeyID and h.Alg to the signer's key ID and algorithm,
+// checks h, and returns the envelope file bytes of the signed head. h is
+// normally HeadOf or HeadOfCheckpoint of an artifact the same signer
+// signed.
 func SignHead(s *Signer, h *Head) ([]byte, error) {
 	if s == nil {
 		return nil, errors.New("sign head: no signer")
 	}
-	h.KeyID = s.KeyID()
+	h.KeyID, h.Alg = s.KeyID(), s.Alg()
 	if err := h.validate(); err != nil {
 		return nil, fmt.Errorf("sign head: %w", err)
 	}

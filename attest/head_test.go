@@ -32,7 +32,7 @@ func TestHeadRoundTrip(t *testing.T) {
 	if !h.Equal(HeadOf(st)) {
 		t.Fatalf("verified head %+v is not HeadOf the statement", h)
 	}
-	if h.Kind != HeadKindStatement || h.Alg != AlgEd25519 || h.Count != st.Count || h.Complete {
+	if h.Kind != HeadKindStatement || h.Alg != testAlg || h.Count != st.Count || h.Complete {
 		t.Fatalf("head %+v", h)
 	}
 	// No path but a reason's: the statement's other paths are absent.
@@ -91,6 +91,11 @@ func TestHeadStrict(t *testing.T) {
 	s := testSigner(t, 1)
 	_, env := signedHead(t, s)
 	p := string(payloadOf(t, env))
+	alg := `"alg":"` + testAlg + `"`
+	other := AlgMLDSA65
+	if testAlg == other {
+		other = AlgEd25519
+	}
 	for _, c := range []struct{ name, old, new string }{
 		{"unknown member", `"kind":`, `"extra":1,"kind":`},
 		{"duplicate member", `"kind":"statement"`, `"kind":"statement","kind":"statement"`},
@@ -98,10 +103,13 @@ func TestHeadStrict(t *testing.T) {
 		{"wrong format tag", HeadPredicateType, "https://layerseal.dev/head/v2"},
 		{"statement tag", HeadPredicateType, StatementPredicateType},
 		{"trailing data", `}}`, `}} {}`},
-		{"other algorithm", `"alg":"ed25519"`, `"alg":"ml-dsa-65"`},
-		{"no algorithm", `"alg":"ed25519",`, ``},
+		{"other algorithm", alg, `"alg":"` + other + `"`},
+		{"unknown algorithm", alg, `"alg":"ml-dsa-44"`},
+		{"no algorithm", alg + `,`, ``},
+		{"key id of an unknown algorithm", `"key_id":"` + testAlg, `"key_id":"ml-dsa-44`},
+		{"key id without algorithm", `"key_id":"` + testAlg + `:`, `"key_id":"`},
 		{"unknown kind", `"kind":"statement"`, `"kind":"bundle"`},
-		{"statement with seq", `"alg":"ed25519",`, `"alg":"ed25519","seq":"3",`},
+		{"statement with seq", alg + `,`, alg + `,"seq":"3",`},
 		{"complete with reasons", `"complete":false`, `"complete":true`},
 		{"reason with detail", `"code":"agent-outlived"`, `"code":"agent-outlived","detail":"x"`},
 		{"unknown code", `"code":"agent-outlived"`, `"code":"agent-left"`},

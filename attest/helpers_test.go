@@ -1,22 +1,76 @@
 package attest
 
 import (
+	"crypto"
 	"crypto/ed25519"
 	"crypto/sha256"
+	"flag"
+	"fmt"
+	"os"
 	"testing"
 	"time"
 
+	"filippo.io/mldsa"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
 
-// testSigner returns a Signer with a fixed key derived from seed.
+// testAlg is the algorithm of testSigner's keys. TestMain runs the
+// package's tests once under each of Algorithms, so every artifact is
+// signed and verified, and every tamper test run, under each.
+var testAlg = AlgEd25519
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	once := false
+	for _, name := range []string{"test.fuzz", "test.bench", "test.list"} {
+		if f := flag.Lookup(name); f != nil && f.Value.String() != "" {
+			once = true // fuzzing, benchmarks (which name their algorithm) and listing run once
+		}
+	}
+	code := 0
+	for _, alg := range Algorithms() {
+		testAlg = alg
+		if !once {
+			fmt.Printf("attest: tests with %s keys\n", alg)
+		}
+		if c := m.Run(); c != 0 {
+			fmt.Printf("attest: FAIL with %s keys\n", alg)
+			code = c
+		}
+		if once {
+			break
+		}
+	}
+	os.Exit(code)
+}
+
+// testSigner returns a Signer of algorithm testAlg with a fixed key
+// derived from seed.
 func testSigner(t testing.TB, seed byte) *Signer {
 	t.Helper()
-	var b [ed25519.SeedSize]byte
+	return testSignerOf(t, testAlg, seed)
+}
+
+// testSignerOf returns a Signer of algorithm alg with a fixed key derived
+// from seed.
+func testSignerOf(t testing.TB, alg string, seed byte) *Signer {
+	t.Helper()
+	var b [32]byte
 	for i := range b {
 		b[i] = seed + byte(i)
 	}
-	s, err := NewSigner(ed25519.NewKeyFromSeed(b[:]))
+	var keys []crypto.Signer
+	if alg == AlgEd25519 || alg == AlgHybrid {
+		keys = append(keys, ed25519.NewKeyFromSeed(b[:]))
+	}
+	if alg == AlgMLDSA65 || alg == AlgHybrid {
+		k, err := mldsa.NewPrivateKey(mldsa.MLDSA65(), b[:])
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys = append(keys, k)
+	}
+	s, err := NewSigner(keys...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,4 +170,46 @@ func signedPair(t testing.TB, s *Signer) (launchEnv, stEnv []byte) {
 		t.Fatalf("SignStatement: %v", err)
 	}
 	return launchEnv, stEnv
+}
+
+// headSigOverhead is how much larger than an ed25519 one a bundle of a key
+// of alg is: its head's signatures, base64 in the head's envelope and again
+// in the bundle (4/3 * 4/3), with their keyids.
+func headSigOverhead(alg string) int {
+	extra := 0
+	if alg != AlgEd25519 {
+		extra = sigSize(AlgMLDSA65)*16/9 + 256
+	}
+	return extra
+}
+
+// tamperPositions returns the byte offsets of b that an every-byte tamper
+// test flips: all of them for ed25519 keys; for the others (whose
+// signatures are 3309 bytes and slower to check) every offset outside a
+// base64 run of over 1000 characters (an ML-DSA signature, or an envelope
+// inside a bundle), and in such a run its first and last 64 and every
+// 29th. The ed25519 pass flips every byte of the same structure.
+func tamperPositions(b []byte) []int {
+	var out []int
+	isB64 := func(c byte) bool {
+		return c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '+' || c == '/' || c == '='
+	}
+	for i := 0; i < len(b); {
+		j := i
+		for j < len(b) && isB64(b[j]) {
+			j++
+		}
+		if j == i {
+			out = append(out, i)
+			i++
+			continue
+		}
+		for k := i; k < j; k++ {
+			if testAlg == AlgEd25519 || j-i <= 1000 || k-i < 64 || j-k <= 64 || (k-i)%29 == 0 {
+				out = append(out, k)
+			}
+		}
+		i = j
+	}
+	return out
 }

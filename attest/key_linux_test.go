@@ -40,7 +40,7 @@ func TestGenerateKeyOnFullFilesystem(t *testing.T) {
 	fill.Close()
 
 	priv, pub := filepath.Join(dir, "seal.key"), filepath.Join(dir, "seal.key.pub")
-	id, err := attest.GenerateKey(priv, pub)
+	id, err := attest.GenerateKey(attest.AlgEd25519, priv, pub)
 	if !errors.Is(err, syscall.ENOSPC) {
 		t.Fatalf("GenerateKey on a full filesystem: key id %q, error %v; want ENOSPC", id, err)
 	}

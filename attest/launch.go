@@ -20,7 +20,7 @@ import (
 // The predicate's JSON members, all present, in this order:
 //
 //	session_id    32 lowercase hex digits
-//	key_id        KeyID of the signing key
+//	key_id        key ID of the signing key, ALG:HEX (see PublicKey)
 //	workspace     host path, text form of Bytes
 //	lower         {"dev","ino","mount_id": decimal strings, "mount_id_known": bool}
 //	overlay       {"options","missing": arrays of Bytes text}
@@ -246,7 +246,7 @@ func (l *LaunchRecord) validate() error {
 	if err := checkSessionID(l.SessionID); err != nil {
 		return err
 	}
-	if err := checkHex("key id", l.KeyID); err != nil {
+	if err := checkKeyID(l.KeyID); err != nil {
 		return err
 	}
 	if l.Workspace == "" || strings.IndexByte(string(l.Workspace), 0) >= 0 {

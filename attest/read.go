@@ -1,6 +1,10 @@
 package attest
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/go-json-experiment/json"
+)
 
 // ReadStatement parses a statement envelope exactly as strictly as
 // VerifyStatement, Merkle root included, but without checking its
@@ -32,13 +36,22 @@ func ReadLaunch(env []byte) (*LaunchRecord, error) {
 	return parseLaunchPayload(e.Payload)
 }
 
-// SignerKeyID returns the key ID an envelope names for its signature,
-// without checking anything else of it: for saying which key a file that
-// does not verify was signed with.
+// SignerKeyID returns the key ID an envelope says it was signed with (its
+// payload's key_id, or else its signature's keyid), without checking
+// anything else of it: for saying which key a file that does not verify
+// was signed with. Its result is not evidence.
 func SignerKeyID(env []byte) (string, error) {
 	e, err := parseEnvelope(env, MaxStatementSize)
 	if err != nil {
 		return "", err
+	}
+	var p struct {
+		Predicate struct {
+			KeyID string `json:"key_id"`
+		} `json:"predicate"`
+	}
+	if json.Unmarshal(e.Payload, &p) == nil && checkKeyID(p.Predicate.KeyID) == nil {
+		return p.Predicate.KeyID, nil
 	}
 	return e.Signatures[0].KeyID, nil
 }

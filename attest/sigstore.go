@@ -2,7 +2,6 @@ package attest
 
 import (
 	"bytes"
-	"crypto/ed25519"
 	"errors"
 	"strings"
 
@@ -26,7 +25,7 @@ var ErrNoSigstore = errors.New("sigstore tooling cannot check this kind of signa
 // the one place that decides. Sigstore checks ed25519 signatures; it
 // cannot check ML-DSA-65 ones, and so not a hybrid signature either, which
 // needs both.
-func sigstoreKey(pub PublicKey) bool { return len(pub) == ed25519.PublicKeySize }
+func sigstoreKey(pub PublicKey) bool { return pub.Alg() == AlgEd25519 }
 
 // SigstoreBundle returns the file bytes of the Sigstore bundle of a signed
 // statement's envelope file env, after checking env's signature with pub

@@ -13,7 +13,7 @@ import (
 // the signature; an envelope that another key signed, or that is not one,
 // gets no bundle.
 func TestSigstoreBundle(t *testing.T) {
-	s := testSigner(t, 1)
+	s := testSignerOf(t, AlgEd25519, 1) // the one kind Sigstore checks
 	_, stEnv := signedPair(t, s)
 	b, err := SigstoreBundle(stEnv, s.Public())
 	if err != nil {
@@ -31,7 +31,7 @@ func TestSigstoreBundle(t *testing.T) {
 		t.Errorf("bundle:\n got %s\nwant %s", b, want)
 	}
 
-	if _, err := SigstoreBundle(stEnv, testSigner(t, 2).Public()); err != ErrNotVerified {
+	if _, err := SigstoreBundle(stEnv, testSignerOf(t, AlgEd25519, 2).Public()); err != ErrNotVerified {
 		t.Errorf("another key: %v", err)
 	}
 	if _, err := SigstoreBundle(bytes.Replace(stEnv, []byte(`"keyid"`), []byte(`"keyId"`), 1), s.Public()); !errors.Is(err, ErrMalformed) {
@@ -45,7 +45,7 @@ func TestSigstoreBundle(t *testing.T) {
 // TestVerifySigstoreBundle: handed a Sigstore bundle, Verify and Load say
 // what it is and which file to give them instead.
 func TestVerifySigstoreBundle(t *testing.T) {
-	s := testSigner(t, 1)
+	s := testSignerOf(t, AlgEd25519, 1)
 	_, stEnv := signedPair(t, s)
 	b, err := SigstoreBundle(stEnv, s.Public())
 	if err != nil {
@@ -55,10 +55,22 @@ func TestVerifySigstoreBundle(t *testing.T) {
 	if !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), "Sigstore bundle") || !strings.Contains(err.Error(), StatementFile) {
 		t.Errorf("verify of a bundle: %v", err)
 	}
-	for _, pub := range []PublicKey{s.Public(), nil} {
+	for _, pub := range []PublicKey{s.Public(), {}} {
 		_, err = Load("statement.sigstore.json", b, pub)
 		if !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), "Sigstore bundle") {
 			t.Errorf("load of a bundle: %v", err)
+		}
+	}
+}
+
+// TestSigstoreOnlyEd25519: a statement signed with a key Sigstore cannot
+// check gets no bundle.
+func TestSigstoreOnlyEd25519(t *testing.T) {
+	for _, alg := range []string{AlgMLDSA65, AlgHybrid} {
+		s := testSignerOf(t, alg, 1)
+		_, stEnv := signedPair(t, s)
+		if b, err := SigstoreBundle(stEnv, s.Public()); !errors.Is(err, ErrNoSigstore) || b != nil {
+			t.Errorf("%s: got %d bytes, %v; want ErrNoSigstore", alg, len(b), err)
 		}
 	}
 }

@@ -26,7 +26,7 @@ const StatementSubject = "workspace-changes"
 //
 //	session_id       32 lowercase hex digits
 //	launch_sha256    SHA-256 of the launch record's envelope file, lowercase hex
-//	key_id           KeyID of the signing key
+//	key_id           key ID of the signing key, ALG:HEX (see PublicKey)
 //	workspace        host path, text form of Bytes
 //	root             Merkle root, lowercase hex
 //	count            number of entries, decimal string
@@ -474,7 +474,7 @@ func (st *Statement) validate() error {
 	if len(st.Launch) != 32 {
 		return fmt.Errorf("launch digest of %d bytes", len(st.Launch))
 	}
-	if err := checkHex("key id", st.KeyID); err != nil {
+	if err := checkKeyID(st.KeyID); err != nil {
 		return err
 	}
 	if st.Workspace == "" || strings.IndexByte(string(st.Workspace), 0) >= 0 {

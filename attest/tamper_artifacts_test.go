@@ -38,7 +38,7 @@ func TestTamperEveryByte(t *testing.T) {
 		if err := art.verify(art.b); err != nil {
 			t.Fatalf("%s: the untouched artifact: %v", art.name, err)
 		}
-		for i := range art.b {
+		for _, i := range tamperPositions(art.b) {
 			for _, bit := range []byte{0x01, 0x20, 0x80} {
 				m := bytes.Clone(art.b)
 				m[i] ^= bit
@@ -136,8 +136,8 @@ func TestTamperLeaves(t *testing.T) {
 }
 
 // TestTamperKeyTypes gives verification keys of other types: PEM public
-// keys of ECDSA and RSA are refused by the loader, and wrong-sized ed25519
-// keys by the verifier.
+// keys of ECDSA and RSA are refused by the loader, and no key or a key of
+// another algorithm by the verifier.
 func TestTamperKeyTypes(t *testing.T) {
 	ec, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -166,12 +166,18 @@ func TestTamperKeyTypes(t *testing.T) {
 	}
 	s := testSigner(t, 1)
 	launchEnv, stEnv := signedPair(t, s)
-	for _, k := range [][]byte{nil, s.Public()[:31], append(s.Public(), 0)} {
+	keys := []PublicKey{{}}
+	for _, alg := range Algorithms() {
+		if alg != testAlg {
+			keys = append(keys, testSignerOf(t, alg, 1).Public())
+		}
+	}
+	for _, k := range keys {
 		if _, err := VerifyStatement(stEnv, k, launchEnv); err == nil {
-			t.Errorf("a %d-byte key verified the statement", len(k))
+			t.Errorf("a key of %q verified the statement", k.Alg())
 		}
 		if _, err := VerifyLaunch(launchEnv, k); err == nil {
-			t.Errorf("a %d-byte key verified the launch record", len(k))
+			t.Errorf("a key of %q verified the launch record", k.Alg())
 		}
 	}
 }

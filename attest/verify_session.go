@@ -195,12 +195,12 @@ func Verify(path string, env []byte, pub PublicKey, opts VerifyOptions) (*Artifa
 
 // Load reads env, the file at path, as a statement or a checkpoint for
 // showing it and for Diff: a checkpoint with all its changes, resolved
-// through the checkpoints before it in path's directory. With pub not nil
+// through the checkpoints before it in path's directory. With pub not the zero key
 // it checks the signatures too (a checkpoint's with the whole chain
 // before it), but not the binding to a launch record nor a statement's
 // chain: Verify does. Its errors name path.
 func Load(path string, env []byte, pub PublicKey) (*Artifact, error) {
-	a := &Artifact{Path: path, Verified: pub != nil}
+	a := &Artifact{Path: path, Verified: !pub.IsZero()}
 	if cp, err := ReadCheckpoint(env); err == nil {
 		cps, all, err := verifyChainTo(path, env, cp.Seq, pub, nil)
 		if err != nil {
@@ -211,7 +211,7 @@ func Load(path string, env []byte, pub PublicKey) (*Artifact, error) {
 	}
 	var st *Statement
 	var err error
-	if pub != nil {
+	if !pub.IsZero() {
 		st, err = VerifyStatement(env, pub, nil)
 	} else {
 		st, err = ReadStatement(env)
@@ -238,7 +238,7 @@ func verifyChainTo(path string, env []byte, seq uint64, pub PublicKey, launch []
 	if !bytes.Equal(envs[len(envs)-1], env) {
 		return nil, nil, fmt.Errorf("%w: %s is not the checkpoint %d of its directory", ErrChain, path, seq)
 	}
-	if pub != nil {
+	if !pub.IsZero() {
 		return VerifyChain(envs, pub, launch)
 	}
 	cps := make([]*Checkpoint, len(envs))

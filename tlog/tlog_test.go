@@ -105,7 +105,7 @@ func newFixture(t *testing.T) *fixture {
 	if f.verifier, err = note.NewVerifier(vkey); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := attest.GenerateKey(f.sealKey, f.sealKey+".pub"); err != nil {
+	if _, err := attest.GenerateKey(attest.AlgEd25519, f.sealKey, f.sealKey+".pub"); err != nil {
 		t.Fatal(err)
 	}
 	if f.signer, err = attest.LoadPrivateKey(f.sealKey); err != nil {

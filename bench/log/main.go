@@ -43,7 +43,7 @@ func main() {
 	defer os.RemoveAll(tmp)
 	ctx := context.Background()
 	key := filepath.Join(tmp, "seal.key")
-	_, err = attest.GenerateKey(key, key+".pub")
+	_, err = attest.GenerateKey(attest.AlgEd25519, key, key+".pub")
 	check(err)
 	signer, err := attest.LoadPrivateKey(key)
 	check(err)

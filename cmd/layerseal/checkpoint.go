@@ -49,7 +49,7 @@ func checkpointCommand() *cli.Command {
 // two checkpoints of one session, or a checkpoint and the final
 // statement.
 func diffArtifacts(cmd *cli.Command) error {
-	var pub []byte
+	var pub attest.PublicKey
 	if k := cmd.String("key"); k != "" {
 		p, err := attest.LoadPublicKey(k)
 		if err != nil {
@@ -78,10 +78,10 @@ func diffArtifacts(cmd *cli.Command) error {
 		changes = append(changes, changeJSON(d))
 	}
 	if cmd.Bool("json") {
-		printJSON(map[string]any{"session_id": a.SessionID(), "verified": pub != nil, "from": a.Path, "to": b.Path, "changes": changes})
+		printJSON(map[string]any{"session_id": a.SessionID(), "verified": !pub.IsZero(), "from": a.Path, "to": b.Path, "changes": changes})
 		return nil
 	}
-	writeDiff(os.Stdout, changes, pub != nil)
+	writeDiff(os.Stdout, changes, !pub.IsZero())
 	return nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -25,15 +26,23 @@ import (
 
 func keygenCommand() *cli.Command {
 	return &cli.Command{
-		Name:  "keygen",
-		Usage: "make an ed25519 signing key (PEM PKCS#8, mode 0600) and its public key (OUT.pub)",
-		Flags: []cli.Flag{&cli.StringFlag{Name: "out", Usage: "private key file to create"}},
+		Name: "keygen",
+		Usage: "make a signing key (PEM PKCS#8, mode 0600) and its public key (OUT.pub): " +
+			"ed25519 (default), ml-dsa-65 (post-quantum, FIPS 204) or hybrid (both: every artifact carries both signatures and verifies only with both)",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "out", Usage: "private key file to create"},
+			&cli.StringFlag{Name: "alg", Value: attest.AlgEd25519, Usage: "signature `ALGORITHM`: " + strings.Join(attest.Algorithms(), ", ")},
+		},
 		Action: func(_ context.Context, cmd *cli.Command) error {
 			out := cmd.String("out")
 			if out == "" || cmd.NArg() > 0 {
-				return usageErr("usage: layerseal keygen --out FILE")
+				return usageErr("usage: layerseal keygen [--alg %s] --out FILE", strings.Join(attest.Algorithms(), "|"))
 			}
-			id, err := attest.GenerateKey(out, out+".pub")
+			alg := cmd.String("alg")
+			if !slices.Contains(attest.Algorithms(), alg) {
+				return usageErr("--alg %q is not an algorithm layerseal signs with: choose %s", alg, strings.Join(attest.Algorithms(), ", "))
+			}
+			id, err := attest.GenerateKey(alg, out, out+".pub")
 			if err != nil {
 				return exitWith(exitFailed, err)
 			}

@@ -176,13 +176,13 @@ func checkWorkspace(ws string, st *attest.Statement) error {
 
 // loadPublicKey reads verify's and show's --key, saying so when it is a
 // private key.
-func loadPublicKey(path string) ([]byte, error) {
+func loadPublicKey(path string) (attest.PublicKey, error) {
 	pub, err := attest.LoadPublicKey(path)
 	if err != nil {
 		if _, perr := attest.LoadPrivateKey(path); perr == nil {
-			return nil, usageErr("--key %q is a private key: give its public key (%s.pub, from keygen)", path, path)
+			return attest.PublicKey{}, usageErr("--key %q is a private key: give its public key (%s.pub, from keygen)", path, path)
 		}
-		return nil, exitWith(exitUsage, err)
+		return attest.PublicKey{}, exitWith(exitUsage, err)
 	}
 	return pub, nil
 }
@@ -201,7 +201,7 @@ func showCommand() *cli.Command {
 			if cmd.NArg() != 1 {
 				return usageErr("usage: layerseal show [--json] [--key KEY.pub] STATEMENT|CHECKPOINT|LAUNCH")
 			}
-			var pub []byte
+			var pub attest.PublicKey
 			if k := cmd.String("key"); k != "" {
 				p, err := loadPublicKey(k)
 				if err != nil {
@@ -231,7 +231,7 @@ func showCommand() *cli.Command {
 				info = sessionOf(cmd.String("state-dir"), st)
 			}
 			if cmd.Bool("json") {
-				m := showJSON(st, pub != nil)
+				m := showJSON(st, !pub.IsZero())
 				if a.Checkpoint != nil {
 					delete(m, "exit")
 					m["checkpoint"] = a.Checkpoint.Seq
@@ -243,7 +243,7 @@ func showCommand() *cli.Command {
 				printJSON(m)
 				return nil
 			}
-			writeShort(os.Stdout, st, pub != nil)
+			writeShort(os.Stdout, st, !pub.IsZero())
 			if a.Checkpoint == nil {
 				writeReport(os.Stdout, "# ", st, info)
 			} else {
@@ -257,9 +257,9 @@ func showCommand() *cli.Command {
 }
 
 // showLaunch is `show` of a launch record.
-func showLaunch(cmd *cli.Command, path string, env []byte, l *attest.LaunchRecord, pub []byte) error {
+func showLaunch(cmd *cli.Command, path string, env []byte, l *attest.LaunchRecord, pub attest.PublicKey) error {
 	state := "signature not checked (use --key)"
-	if pub != nil {
+	if !pub.IsZero() {
 		a, err := attest.Verify(path, env, pub, attest.VerifyOptions{})
 		if err != nil {
 			return exitWith(exitFailed, fmt.Errorf("%s: %w", path, err))
@@ -267,7 +267,7 @@ func showLaunch(cmd *cli.Command, path string, env []byte, l *attest.LaunchRecor
 		l, state = a.Launch, "verified"
 	}
 	if cmd.Bool("json") {
-		printJSON(map[string]any{"launch": true, "verified": pub != nil, "session_id": l.SessionID, "workspace": l.Workspace,
+		printJSON(map[string]any{"launch": true, "verified": !pub.IsZero(), "session_id": l.SessionID, "workspace": l.Workspace,
 			"started": l.Started, "agent": l.Agent.Args, "key_id": l.KeyID, "policy": map[string]any{
 				"apply": orDefault(l.Policy.Apply, "auto"), "exclude": l.Policy.Exclude, "protect": l.Policy.Protect, "allow": l.Policy.Allow}})
 		return nil

@@ -92,7 +92,7 @@ func TestFleet(t *testing.T) {
 		t.Fatal(err)
 	}
 	sealKey := filepath.Join(dir, "seal.key")
-	attest.GenerateKey(sealKey, sealKey+".pub")
+	attest.GenerateKey(attest.AlgEd25519, sealKey, sealKey+".pub")
 	seal, err := attest.LoadPrivateKey(sealKey)
 	if err != nil {
 		t.Fatal(err)
