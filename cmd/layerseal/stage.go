@@ -200,13 +200,19 @@ func diffCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "diff",
 		Usage:     "show the change set a session would apply: `diff OUT` for a staged session; `diff A B` between two checkpoints (or a checkpoint and the statement) of one session",
-		ArgsUsage: "OUT|SESSION-ID | A B",
-		Flags: []cli.Flag{
+		ArgsUsage: "OUT|SESSION-ID | A B | --patch|--stat OUT [PATH...]",
+		Flags: append([]cli.Flag{
 			stateDirFlag(),
 			&cli.BoolFlag{Name: "json", Usage: "print JSON"},
 			&cli.StringFlag{Name: "key", Usage: "with A B: verify both with this public key"},
-		},
+		}, reviewFlags()...),
 		Action: func(_ context.Context, cmd *cli.Command) error {
+			if wantsReview(cmd) {
+				if cmd.NArg() < 1 || cmd.Bool("json") {
+					return usageErr("usage: layerseal diff --patch|--stat OUT|SESSION-ID [PATH...]")
+				}
+				return diffReview(cmd)
+			}
 			if cmd.NArg() == 2 {
 				return diffArtifacts(cmd)
 			}
@@ -218,7 +224,7 @@ func diffCommand() *cli.Command {
 			}
 			st, err := storeOf(cmd).Staged(cmd.Args().First())
 			if err != nil {
-				if errors.Is(err, layerseal.ErrAlreadyApplied) || errors.Is(err, layerseal.ErrDiscarded) {
+				if errorsIsClosed(err) {
 					return exitWith(exitFailed, fmt.Errorf("%w: no staged change set (`layerseal show %s/%s` shows the statement)", err, cmd.Args().First(), layerseal.StatementFile))
 				}
 				return exitWith(exitFailed, err)
@@ -227,10 +233,24 @@ func diffCommand() *cli.Command {
 				printJSON(stagedJSON(st))
 				return nil
 			}
-			writeStaged(os.Stdout, st)
+			digest := statementDigest
+			if r, err := storeOf(cmd).OpenReview(cmd.Args().First()); err == nil {
+				defer r.Close()
+				digest = r.OldDigest
+			}
+			if cmd.Bool("summary") {
+				return writeSummary(os.Stdout, st.AppliedEntries())
+			}
+			writeStaged(os.Stdout, st, cmd.Bool("all"), digest)
 			return nil
 		},
 	}
+}
+
+// errorsIsClosed reports whether err says the session was applied or
+// discarded already.
+func errorsIsClosed(err error) bool {
+	return errors.Is(err, layerseal.ErrAlreadyApplied) || errors.Is(err, layerseal.ErrDiscarded)
 }
 
 type excludedJSON struct {
@@ -263,12 +283,11 @@ func stagedJSON(st *attest.Statement) map[string]any {
 	return m
 }
 
-// writeStaged prints one line per change to apply (as show does), one per
+// writeStaged prints one line per change to apply (writeChanges, as show
+// does), one per
 // excluded subtree ("X", path, counts), then the violations and reasons.
-func writeStaged(w io.Writer, st *attest.Statement) {
-	for _, e := range st.AppliedEntries() {
-		fmt.Fprintf(w, "%s  %s\n", shortCode[e.Change], e.Path)
-	}
+func writeStaged(w io.Writer, st *attest.Statement, all bool, oldDigest func(attest.Entry) []byte) {
+	writeChanges(w, st.AppliedEntries(), all, oldDigest)
 	for _, x := range st.Excluded {
 		fmt.Fprintf(w, "X  %s\t%d entries, %d bytes\n", x.Path, x.Entries, x.Bytes)
 	}

@@ -179,6 +179,7 @@ func showCommand() *cli.Command {
 			&cli.BoolFlag{Name: "json", Usage: "print one JSON object"},
 			&cli.StringFlag{Name: "key", Usage: "verify with this public `KEY.pub` first"},
 			stateDirFlag(),
+			allFlag(),
 		},
 		Action: func(_ context.Context, cmd *cli.Command) error {
 			if cmd.NArg() != 1 {
@@ -226,7 +227,7 @@ func showCommand() *cli.Command {
 				printJSON(m)
 				return nil
 			}
-			writeShort(os.Stdout, st, pub != nil)
+			writeShort(os.Stdout, st, pub != nil, cmd.Bool("all"))
 			if a.Checkpoint == nil {
 				writeReport(os.Stdout, "# ", st, info)
 			} else {
@@ -315,13 +316,12 @@ var shortCode = map[attest.Change]string{
 	attest.TypeChange: "T",
 }
 
-// writeShort prints one line per change: code, two spaces, path in its
-// text form (bytes that are not printable are %XX-escaped), then a count
-// line (writeReport prints the rest).
-func writeShort(w io.Writer, st *attest.Statement, verified bool) {
-	for _, e := range st.Entries {
-		fmt.Fprintf(w, "%s  %s\n", shortCode[e.Change], e.Path)
-	}
+// writeShort prints one line per change (writeChanges: code, two spaces,
+// path in its text form, bytes that are not printable %XX-escaped;
+// renames and whole added or deleted directories folded unless all),
+// then a count line (writeReport prints the rest).
+func writeShort(w io.Writer, st *attest.Statement, verified, all bool) {
+	writeChanges(w, st.Entries, all, statementDigest)
 	state := "signature not checked (use --key)"
 	if verified {
 		state = "verified"

@@ -1,0 +1,224 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/urfave/cli/v3"
+	"golang.org/x/sys/unix"
+
+	"github.com/layerseal/layerseal"
+	"github.com/layerseal/layerseal/attest"
+	"github.com/layerseal/layerseal/review"
+)
+
+// reviewFlags are diff's views of a staged change set.
+func reviewFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.BoolFlag{Name: "patch", Aliases: []string{"p"}, Usage: "print the change set as a git patch against the workspace (`git apply` takes it)"},
+		&cli.BoolFlag{Name: "stat", Usage: "print git's diffstat of the change set"},
+		&cli.BoolFlag{Name: "summary", Usage: "print the change set's counts per directory"},
+		allFlag(),
+	}
+}
+
+// allFlag is show's and diff's --all.
+func allFlag() cli.Flag {
+	return &cli.BoolFlag{Name: "all", Usage: "list every change: no directory added or deleted whole folded into one line"}
+}
+
+// wantsReview reports whether diff was asked for one of the views that
+// read the session's files.
+func wantsReview(cmd *cli.Command) bool {
+	return cmd.Bool("patch") || cmd.Bool("stat")
+}
+
+// parsePaths reads PATH arguments as `layerseal diff` prints them.
+func parsePaths(name string, args []string) ([]attest.Path, error) {
+	var paths []attest.Path
+	for _, a := range args {
+		var p attest.Path
+		if err := p.UnmarshalText([]byte(strings.TrimPrefix(strings.TrimSuffix(a, "/"), "./"))); err != nil {
+			return nil, usageErr("%s: path %q: %v", name, a, err)
+		}
+		paths = append(paths, p)
+	}
+	return paths, nil
+}
+
+// diffReview prints the views diff --patch and --stat ask for, of the
+// staged session OUT, limited to the PATHs given after it.
+func diffReview(cmd *cli.Command) error {
+	if err := needRoot("diff"); err != nil {
+		return err
+	}
+	paths, err := parsePaths("diff", cmd.Args().Slice()[1:])
+	if err != nil {
+		return err
+	}
+	out := cmd.Args().First()
+	r, err := storeOf(cmd).OpenReview(out)
+	if err != nil {
+		return exitWith(exitFailed, stagedErr(err, out))
+	}
+	defer r.Close()
+	entries, err := r.Entries(paths)
+	if err != nil {
+		return exitWith(exitFailed, err)
+	}
+	for _, p := range r.Conflicts(entries) {
+		fmt.Fprintf(os.Stderr, "layerseal: %s changed in the workspace since the session started: shown against the workspace as it is now\n", p)
+	}
+	w := bufio.NewWriterSize(os.Stdout, 64<<10)
+	defer w.Flush()
+	var pw io.Writer = w
+	if isTerminal(os.Stdout) {
+		// The agent chose these bytes: a terminal gets them escaped.
+		pw = escapingWriter{w}
+	}
+	// A rename is shown as one when the workspace still holds the bytes
+	// at its old path.
+	renamed := make(map[attest.Path]review.FilePair)
+	gone := make(map[attest.Path]bool)
+	byPath := make(map[attest.Path]attest.Entry, len(entries))
+	for _, e := range entries {
+		byPath[e.Path] = e
+	}
+	for _, rn := range review.Renames(entries, r.OldDigest) {
+		pair, err := r.PairFrom(rn.From, byPath[rn.To])
+		if err != nil {
+			return exitWith(exitFailed, err)
+		}
+		if pair.Old.Mode == review.ModeFile || pair.Old.Mode == review.ModeExec {
+			if !pair.Old.Unread && !pair.New.Unread && bytes.Equal(pair.Old.Data, pair.New.Data) {
+				renamed[rn.To], gone[rn.From] = pair, true
+			}
+		}
+	}
+	var stats []review.FileStat
+	for _, e := range entries {
+		if gone[e.Path] {
+			continue
+		}
+		if skipped := notInPatch(e); skipped != "" {
+			fmt.Fprintf(os.Stderr, "layerseal: %s is %s: a git patch holds only files and symlinks\n", e.Path, skipped)
+			continue
+		}
+		pair, ok := renamed[e.Path]
+		if !ok {
+			if pair, err = r.Pair(e); err != nil {
+				return exitWith(exitFailed, err)
+			}
+		}
+		d, err := review.Compare(pair)
+		if err != nil {
+			return exitWith(exitFailed, err)
+		}
+		if d.Empty() {
+			continue
+		}
+		if cmd.Bool("patch") {
+			if err := d.WritePatch(pw); err != nil {
+				return exitWith(exitFailed, err)
+			}
+		}
+		if cmd.Bool("stat") {
+			stats = append(stats, d.Stat())
+		}
+	}
+	if cmd.Bool("stat") {
+		if cmd.Bool("patch") {
+			fmt.Fprintln(w)
+		}
+		review.WriteStat(w, stats, 80)
+	}
+	for _, x := range r.Statement().Excluded {
+		fmt.Fprintf(os.Stderr, "layerseal: excluded subtree %s (%d entries, %d bytes) is counted, not itemized: not in the patch\n", x.Path, x.Entries, x.Bytes)
+	}
+	return nil
+}
+
+// notInPatch says what e's new state is when a git patch cannot hold it
+// (a device, a FIFO, a socket), or "".
+func notInPatch(e attest.Entry) string {
+	if e.New == nil {
+		return ""
+	}
+	switch e.New.Type {
+	case attest.CharDev, attest.BlockDev:
+		return "a device"
+	case attest.FIFO:
+		return "a FIFO"
+	case attest.Socket:
+		return "a socket"
+	}
+	return ""
+}
+
+// stagedErr adds to an error of a closed session where its statement is.
+func stagedErr(err error, out string) error {
+	if errorsIsClosed(err) {
+		return fmt.Errorf("%w: no staged change set (`layerseal show %s/%s` shows the statement)", err, out, layerseal.StatementFile)
+	}
+	return err
+}
+
+func isTerminal(f *os.File) bool {
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
+}
+
+// writeChanges prints one line per change, as `git status --short` does:
+// code, two spaces, path in its text form. A rename (a deleted file and
+// an added one with the same bytes) is one line "R  OLD -> NEW"; a
+// directory added or deleted with everything beneath it is one line
+// "A  DIR/  (N entries beneath; --all lists them)" unless all.
+func writeChanges(w io.Writer, entries []attest.Entry, all bool, oldDigest func(attest.Entry) []byte) {
+	renames := review.Renames(entries, oldDigest)
+	from := make(map[attest.Path]attest.Path, len(renames))
+	gone := make(map[attest.Path]bool, len(renames))
+	for _, r := range renames {
+		from[r.To], gone[r.From] = r.From, true
+	}
+	var lines []review.Line
+	if all {
+		lines = make([]review.Line, len(entries))
+		for i, e := range entries {
+			lines[i] = review.Line{Entry: e}
+		}
+	} else {
+		lines = review.Fold(entries)
+	}
+	for _, l := range lines {
+		e := l.Entry
+		switch {
+		case gone[e.Path]:
+		case from[e.Path] != "":
+			fmt.Fprintf(w, "R  %s -> %s\n", from[e.Path], e.Path)
+		case l.Folded > 0:
+			fmt.Fprintf(w, "%s  %s/  (%d entries beneath; --all lists them)\n", shortCode[e.Change], e.Path, l.Folded)
+		default:
+			fmt.Fprintf(w, "%s  %s\n", shortCode[e.Change], e.Path)
+		}
+	}
+}
+
+// statementDigest is a deleted file's digest as the statement holds it
+// (when the reader hashed it), for views that read no workspace.
+func statementDigest(e attest.Entry) []byte {
+	if e.Old == nil {
+		return nil
+	}
+	return e.Old.SHA256
+}
+
+// writeSummary prints diff --summary: the change set's counts per
+// directory, a directory added or deleted whole counted as a group of
+// its own.
+func writeSummary(w io.Writer, entries []attest.Entry) error {
+	return review.WriteSummary(w, review.Summarize(review.Fold(entries)))
+}
