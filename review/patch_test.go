@@ -140,11 +140,13 @@ func TestPatchIsGits(t *testing.T) {
 	}
 	slices.Sort(paths)
 	var patch bytes.Buffer
+	var stats []FileStat
 	for _, p := range paths {
 		d, err := Compare(FilePair{Path: attest.Path(p), Old: old[p].side(), New: change[p].side()})
 		if err != nil {
 			t.Fatal(err)
 		}
+		stats = append(stats, d.Stat())
 		if err := d.WritePatch(&patch); err != nil {
 			t.Fatal(err)
 		}
@@ -176,6 +178,39 @@ func TestPatchIsGits(t *testing.T) {
 	git(t, repo, "add", "-A")
 	if gits := git(t, repo, "diff", "--cached", "--full-index", "--no-renames"); gits != patch.String() {
 		t.Errorf("the patch differs from git's:\n--- ours\n%s\n--- git's\n%s", patch.String(), gits)
+	}
+	var stat bytes.Buffer
+	WriteStat(&stat, stats, 80)
+	if gits := git(t, repo, "diff", "--cached", "--stat=80", "--no-renames"); gits != stat.String() {
+		t.Errorf("the diffstat differs from git's:\n--- ours\n%s\n--- git's\n%s", stat.String(), gits)
+	}
+}
+
+// TestStatScaled: a change larger than the graph is scaled as git
+// scales it, and long names are shortened as git shortens them.
+func TestStatScaled(t *testing.T) {
+	dir := t.TempDir()
+	long := strings.Repeat("long-directory-name/", 4) + "file.txt"
+	writeTree(t, dir, map[string]*file{"big": {data: lines(300, nil)}, long: {data: lines(10, nil)}, "bin": {data: "\x00"}})
+	git(t, dir, "init", "-q")
+	git(t, dir, "add", "-A")
+	git(t, dir, "commit", "-qm", "old")
+	change := map[string]*file{"big": {data: lines(10, nil)}, long: {data: lines(12, map[int]string{1: "one\n"})}, "bin": {data: "\x00\x01"}}
+	writeTree(t, dir, change)
+	old := map[string]*file{"big": {data: lines(300, nil)}, long: {data: lines(10, nil)}, "bin": {data: "\x00"}}
+	var stats []FileStat
+	for _, p := range []string{"big", "bin", long} {
+		d, err := Compare(FilePair{Path: attest.Path(p), Old: old[p].side(), New: change[p].side()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		stats = append(stats, d.Stat())
+	}
+	var stat bytes.Buffer
+	WriteStat(&stat, stats, 80)
+	git(t, dir, "add", "-A")
+	if gits := git(t, dir, "diff", "--cached", "--stat=80"); gits != stat.String() {
+		t.Errorf("the diffstat differs from git's:\n--- ours\n%s\n--- git's\n%s", stat.String(), gits)
 	}
 }
 
