@@ -1,0 +1,140 @@
+package main
+
+import (
+	"bytes"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// gitIn runs git in dir and fails the test when it fails.
+func gitIn(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("git", append([]string{"-c", "user.name=t", "-c", "user.email=t@t", "-c", "init.defaultBranch=main"}, args...)...)
+	cmd.Dir = dir
+	var out, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("git %v in %s: %v\n%s", args, dir, err, stderr.String())
+	}
+	return out.String()
+}
+
+// gitTree is what git keeps of a tree outside .git: each regular file's
+// bytes and executable bit, each symlink's target.
+func gitTree(t *testing.T, root string) map[string]string {
+	t.Helper()
+	m := make(map[string]string)
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		if rel == ".git" {
+			return filepath.SkipDir
+		}
+		switch {
+		case d.Type()&fs.ModeSymlink != 0:
+			target, err := os.Readlink(p)
+			m[rel] = "link:" + target
+			return err
+		case d.Type().IsRegular():
+			b, err := os.ReadFile(p)
+			info, _ := d.Info()
+			m[rel] = "file:" + info.Mode().Perm().String()[3:4] + ":" + string(b)
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// TestDiffPatchRoundTrip: `diff --patch` of a staged session is taken by
+// `git apply --check` against the unchanged workspace, and `git apply`
+// of it in a copy makes what `layerseal apply` makes of the text files
+// and symlinks; names with a newline, invalid UTF-8, a space and a
+// leading dash come through git's quoting; a FIFO is named on stderr as
+// what a patch cannot hold; PATHs limit the patch and one that is not in
+// the change set is an error naming it; --stat ends in git's summary
+// line; show and diff fold a directory added whole unless --all, and
+// show a rename as one.
+func TestDiffPatchRoundTrip(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Fatalf("git is needed for this test: %v", err)
+	}
+	e := newEnv(t)
+	write(t, e.ws, map[string]string{"a.txt": strings.Repeat("line\n", 30), "del.txt": "d\n", "moved.txt": "to be moved\n", "run.sh": "#!/bin/sh\n", "dir/x": "x\n"})
+	if err := os.Symlink("a.txt", filepath.Join(e.ws, "link")); err != nil {
+		t.Fatal(err)
+	}
+	gitIn(t, e.ws, "init", "-q")
+	gitIn(t, e.ws, "add", "-A")
+	gitIn(t, e.ws, "commit", "-qm", "base")
+	out, _ := e.stagedRun("s", `sed -i '3s/.*/changed/' a.txt; echo end >> a.txt
+rm del.txt; mv moved.txt moved2.txt; chmod +x run.sh; rm link; ln -s dir/x link
+printf 'nl\n' > "$(printf 'new\nline')"; printf 'bad\n' > "$(printf 'bad\377')"; printf 'dash\n' > -dash; printf 'sp\n' > 'sp ace'
+mkdir -p pkg/lib; for i in 1 2 3; do echo $i > pkg/lib/f$i; done; rm -r dir; mkfifo fifo`)
+
+	code, patch, stderr := e.cli("diff", "--state-dir", e.state, "--patch", out)
+	if code != 0 {
+		t.Fatalf("diff --patch: exit %d: %s", code, stderr)
+	}
+	if !strings.Contains(stderr, "fifo is a FIFO: a git patch holds only files and symlinks") {
+		t.Errorf("diff --patch does not name the FIFO it leaves out:\n%s", stderr)
+	}
+	for _, want := range []string{"diff --git \"a/new\\nline\" \"b/new\\nline\"\n", "diff --git \"a/bad\\377\" \"b/bad\\377\"\n", "diff --git a/-dash b/-dash\n",
+		"+++ b/sp ace\t\n", "rename from moved.txt\nrename to moved2.txt\n", "old mode 100644\nnew mode 100755\n"} {
+		if !strings.Contains(patch, want) {
+			t.Errorf("patch lacks %q:\n%s", want, patch)
+		}
+	}
+	pf := filepath.Join(e.dir, "s.patch")
+	if err := os.WriteFile(pf, []byte(patch), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	copyDir := filepath.Join(e.dir, "copy")
+	if b, err := exec.Command("cp", "-a", e.ws, copyDir).CombinedOutput(); err != nil {
+		t.Fatalf("cp: %v: %s", err, b)
+	}
+	gitIn(t, e.ws, "apply", "--check", pf)
+	gitIn(t, copyDir, "apply", pf)
+
+	if code, paths, stderr := e.cli("diff", "--state-dir", e.state, "--patch", out, "a.txt", "pkg"); code != 0 || strings.Count(paths, "diff --git") != 4 {
+		t.Errorf("diff --patch OUT a.txt pkg: exit %d, %d files:\n%s%s", code, strings.Count(paths, "diff --git"), paths, stderr)
+	}
+	if msg := e.mustCLI(1, "diff", "--state-dir", e.state, "--patch", out, "nonesuch"); !strings.Contains(msg, `path "nonesuch" is not in the change set`) {
+		t.Errorf("diff --patch of a path not in the change set: %s", msg)
+	}
+	if stat := e.mustCLI(0, "diff", "--state-dir", e.state, "--stat", out); !strings.Contains(stat, " moved.txt => moved2.txt | 0\n") || !strings.Contains(stat, " 13 files changed, 10 insertions(+), 4 deletions(-)\n") {
+		t.Errorf("diff --stat:\n%s", stat)
+	}
+	list := e.mustCLI(0, "diff", "--state-dir", e.state, out)
+	for _, want := range []string{"A  pkg/  (4 entries beneath; --all lists them)\n", "R  moved.txt -> moved2.txt\n", "D  dir/  (1 entries beneath; --all lists them)\n"} {
+		if !strings.Contains(list, want) {
+			t.Errorf("diff lacks %q:\n%s", want, list)
+		}
+	}
+	if all := e.mustCLI(0, "diff", "--state-dir", e.state, "--all", out); !strings.Contains(all, "A  pkg/lib/f3\n") {
+		t.Errorf("diff --all does not list pkg/lib/f3:\n%s", all)
+	}
+
+	e.mustCLI(0, "apply", "--state-dir", e.state, out)
+	got, want := gitTree(t, copyDir), gitTree(t, e.ws)
+	delete(want, "fifo")
+	for p, w := range want {
+		if got[p] != w {
+			t.Errorf("%q: git apply of the patch made %q, layerseal apply %q", p, got[p], w)
+		}
+	}
+	for p := range got {
+		if _, ok := want[p]; !ok {
+			t.Errorf("%q: git apply of the patch left it, layerseal apply did not", p)
+		}
+	}
+}
