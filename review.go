@@ -48,7 +48,8 @@ func (store *Store) OpenReview(out string) (*Review, error) {
 		ws.Close()
 		return nil, fmt.Errorf("session %s: its upper layer: %w", s.rec.ID, unwrapPath(err))
 	}
-	return &Review{st: s.st, entries: s.st.AppliedEntries(), ws: ws, upper: upper}, nil
+	st := s.view()
+	return &Review{st: st, entries: st.AppliedEntries(), ws: ws, upper: upper}, nil
 }
 
 // Close releases the workspace and the upper layer.

@@ -2,12 +2,16 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/layerseal/layerseal/internal/treediff"
 )
 
 // gitIn runs git in dir and fails the test when it fails.
@@ -136,5 +140,90 @@ mkdir -p pkg/lib; for i in 1 2 3; do echo $i > pkg/lib/f$i; done; rm -r dir; mkf
 		if _, ok := want[p]; !ok {
 			t.Errorf("%q: git apply of the patch left it, layerseal apply did not", p)
 		}
+	}
+}
+
+// TestApplyPart: apply --only and --except apply part of a staged change
+// set and keep the rest staged (directories the part needs come along);
+// discard --only drops part; diff, show and sessions say what is
+// applied, discarded and still staged; a glob matching nothing, a path
+// inside a replaced directory without it, and one name of a hard-linked
+// file without the other are refused with nothing applied; an apply of a
+// part killed at any step finishes when run again and leaves the rest
+// staged.
+func TestApplyPart(t *testing.T) {
+	e := newEnv(t)
+	write(t, e.ws, map[string]string{"src/a": "a\n", "docs/b": "b\n", "README": "r\n", "rdir/old": "o\n", "x": "x\n"})
+	script := `echo a2 > src/a; mkdir -p src/new/deep; echo n > src/new/deep/n; echo b2 > docs/b; rm README
+mkdir -p pkg; echo p > pkg/p; rm -r rdir; mkdir rdir; echo z > rdir/z; echo x2 > x; ln x y`
+	out, view := e.stagedRun("s", script)
+	before := e.manifest()
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--only", "src/new/**", "--only", "nomatch/*"}, `--only "nomatch/*" matches no change still staged`},
+		{[]string{"--except", "nomatch"}, `--except "nomatch" matches no change still staged`},
+		{[]string{"--only", "rdir/z"}, `"rdir/z" lies inside "rdir", which the agent replaced`},
+		{[]string{"--only", "x"}, `"y" and "x" are names of one file (hard links): choose both or neither`},
+	} {
+		msg := e.mustCLI(1, append(append([]string{"apply", "--state-dir", e.state}, c.args...), out)...)
+		if !strings.Contains(msg, c.want) {
+			t.Errorf("apply %v: %s\nwant %q", c.args, msg, c.want)
+		}
+		if d := treediff.Equal(before, e.manifest()); d != "" {
+			t.Fatalf("a refused apply %v changed the workspace: %s", c.args, d)
+		}
+	}
+	if msg := e.mustCLI(64, "apply", "--state-dir", e.state, "--only", "a", "--except", "b", out); !strings.Contains(msg, "one of --only and --except") {
+		t.Errorf("--only with --except: %s", msg)
+	}
+
+	// A part killed at a step in its middle finishes when run again.
+	steps := filepath.Join(e.dir, "steps")
+	part := []string{"apply", "--state-dir", e.state, "--only", "src/new/deep/*", out}
+	if code, _, stderr := e.cliEnv([]string{fmt.Sprintf("%s=%d", killAtEnv, 4), stepsFileEnv + "=" + steps}, part...); code != -1 {
+		t.Fatalf("apply killed at step 4: exit %d\n%s", code, stderr)
+	}
+	if msg := e.mustCLI(0, part...); !strings.Contains(msg, "partly settled: 3 change(s) applied, 0 discarded") {
+		t.Errorf("the resumed part: %s", msg)
+	}
+	now := e.manifest()
+	for _, p := range []string{"src/new", "src/new/deep", "src/new/deep/n"} {
+		if !reflect.DeepEqual(now[p], view[p]) {
+			t.Errorf("%s after the part: %+v, want the agent's %+v", p, now[p], view[p])
+		}
+	}
+	for _, p := range []string{"src/a", "docs/b", "README", "pkg"} {
+		if !reflect.DeepEqual(now[p], before[p]) {
+			t.Errorf("%s changed by a part that did not choose it", p)
+		}
+	}
+	list := e.mustCLI(0, "diff", "--state-dir", e.state, out)
+	if strings.Contains(list, "src/new") || !strings.Contains(list, "M  src/a\n") {
+		t.Errorf("diff after a part:\n%s", list)
+	}
+
+	if msg := e.mustCLI(0, "discard", "--state-dir", e.state, "--only", "docs/b", out); !strings.Contains(msg, "discarded 1 change(s); partly settled: 3 change(s) applied, 1 discarded") {
+		t.Errorf("discard --only: %s", msg)
+	}
+	if msg := e.mustCLI(0, "sessions", "--state-dir", e.state); !strings.Contains(msg, "partly settled: 3 change(s) applied, 1 discarded") {
+		t.Errorf("sessions after parts:\n%s", msg)
+	}
+	e.mustCLI(0, "apply", "--state-dir", e.state, "--except", "pkg", out)
+	if list := e.mustCLI(0, "diff", "--state-dir", e.state, "--all", out); !strings.Contains(list, "A  pkg/p\n") || strings.Contains(list, "src/a") {
+		t.Errorf("diff after --except pkg:\n%s", list)
+	}
+	e.mustCLI(0, "apply", "--state-dir", e.state, out)
+	if msg := e.mustCLI(1, "apply", "--state-dir", e.state, out); !strings.Contains(msg, "already applied") {
+		t.Errorf("apply after the last part: %s", msg)
+	}
+	want := view
+	want["docs/b"] = before["docs/b"] // discarded
+	if d := treediff.Equal(want, e.manifest()); d != "" {
+		t.Errorf("after every part: %s", d)
+	}
+	if msg := e.mustCLI(0, "show", "--state-dir", e.state, filepath.Join(out, "statement.json")); !strings.Contains(msg, "settled: 14 change(s) applied, 1 discarded") {
+		t.Errorf("show after every part:\n%s", msg)
 	}
 }

@@ -71,8 +71,14 @@ func applyCommand() *cli.Command {
 			stateDirFlag(),
 			&cli.BoolFlag{Name: "force", Usage: "overwrite the named PATHs although they changed in the workspace since the launch (no PATH: every one, and violations the sweep could not revert)"},
 			&cli.BoolFlag{Name: "skip", Usage: "leave the named PATHs, and what lies beneath them, out of the apply"},
+			&cli.StringSliceFlag{Name: "only", Usage: "apply only the changes this `GLOB` matches (and what lies beneath them; repeat for more); the rest stays staged"},
+			&cli.StringSliceFlag{Name: "except", Usage: "apply all but the changes this `GLOB` matches (and what lies beneath them; repeat for more); those stay staged"},
 		},
 		Action: func(ctx context.Context, cmd *cli.Command) error {
+			only, except := cmd.StringSlice("only"), cmd.StringSlice("except")
+			if (len(only) > 0 || len(except) > 0) && (cmd.NArg() != 1 || cmd.Bool("skip") || len(only) > 0 && len(except) > 0) {
+				return usageErr("usage: layerseal apply [--force] --only GLOB... | --except GLOB... OUT (no PATH, no --skip; one of --only and --except)")
+			}
 			if cmd.NArg() < 1 || cmd.Bool("force") && cmd.Bool("skip") || cmd.Bool("skip") && cmd.NArg() < 2 {
 				return usageErr("usage: layerseal apply [--force | --skip] OUT [PATH...] (--skip needs at least one PATH)")
 			}
@@ -106,6 +112,7 @@ func applyCommand() *cli.Command {
 				left++
 				fmt.Fprintf(os.Stderr, "layerseal: left %s as it is: %s\n", p, printable(why))
 			}}
+			opt.Only, opt.Except = only, except
 			switch {
 			case cmd.Bool("force") && len(paths) == 0:
 				opt.Force = true
@@ -120,6 +127,9 @@ func applyCommand() *cli.Command {
 				return exitWith(exitFailed, err)
 			}
 			msg := fmt.Sprintf("layerseal: applied %d change(s) and %d excluded subtree(s)", len(st.AppliedEntries())-left, len(st.Excluded))
+			if len(only) > 0 || len(except) > 0 {
+				msg = "layerseal: applied the chosen part; " + sessionText(sessionOf(cmd.String("state-dir"), st))
+			}
 			if len(opt.Skip) > 0 {
 				msg = fmt.Sprintf("layerseal: partly applied: everything but %d skipped path(s) and what lies beneath them (kept in the state dir)", len(opt.Skip))
 			}
@@ -143,8 +153,24 @@ func discardCommand() *cli.Command {
 		Flags: []cli.Flag{
 			stateDirFlag(),
 			&cli.BoolFlag{Name: "force", Usage: "discard even after an apply stopped part way"},
+			&cli.StringSliceFlag{Name: "only", Usage: "discard only the changes this `GLOB` matches (and what lies beneath them; repeat for more); the rest stays staged"},
 		},
 		Action: func(_ context.Context, cmd *cli.Command) error {
+			if only := cmd.StringSlice("only"); len(only) > 0 {
+				if cmd.NArg() != 1 || cmd.Bool("force") {
+					return usageErr("usage: layerseal discard --only GLOB... OUT|SESSION-ID")
+				}
+				if err := needRoot("discard"); err != nil {
+					return err
+				}
+				n, err := storeOf(cmd).DiscardPart(cmd.Args().First(), only)
+				if err != nil {
+					return exitWith(exitFailed, err)
+				}
+				info, _ := storeOf(cmd).Session(cmd.Args().First())
+				fmt.Fprintf(os.Stderr, "layerseal: discarded %d change(s); %s\n", n, sessionText(info))
+				return nil
+			}
 			if cmd.NArg() != 1 {
 				return usageErr("usage: layerseal discard [--force] OUT|SESSION-ID")
 			}
