@@ -94,7 +94,7 @@ const (
 	// journalPartial: parts of the change set were applied or
 	// discarded (journal.Applied, journal.Discarded); the rest is staged.
 	journalPartial = "partial"
-	journalFile      = "journal.json"
+	journalFile    = "journal.json"
 )
 
 // journal records where the apply of one session stands. It is written
