@@ -119,6 +119,10 @@ type journal struct {
 	// their ctime right after: a later part's conflict check knows those
 	// changes as the session's own.
 	Touched []touched `json:"touched,omitempty"`
+	// GitBranch and GitCommit name the commit Store.ApplyToGitBranch
+	// wrote the change set to (Applied then lists what it holds).
+	GitBranch string `json:"git_branch,omitempty"`
+	GitCommit string `json:"git_commit,omitempty"`
 }
 
 // touched is a directory an apply of a part wrote into and its ctime

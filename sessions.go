@@ -44,6 +44,10 @@ type SessionInfo struct {
 	Applied   int `json:"applied,omitempty"`
 	Discarded int `json:"discarded,omitempty"`
 	Staged    int `json:"staged,omitempty"`
+	// GitBranch and GitCommit name the commit the change set was
+	// applied to (Store.ApplyToGitBranch).
+	GitBranch string `json:"git_branch,omitempty"`
+	GitCommit string `json:"git_commit,omitempty"`
 	// Detail says what to do next, when there is something to do.
 	Detail string `json:"detail,omitempty"`
 }
@@ -122,6 +126,7 @@ func (s *Store) info(d sessionDir, r sessionRecord) SessionInfo {
 	j, _ := d.readJournal()
 	if j != nil {
 		info.Applied, info.Discarded = len(j.Applied), len(j.Discarded)
+		info.GitBranch, info.GitCommit = j.GitBranch, j.GitCommit
 	}
 	switch {
 	case live:

@@ -222,3 +222,25 @@ func statementDigest(e attest.Entry) []byte {
 func writeSummary(w io.Writer, entries []attest.Entry) error {
 	return review.WriteSummary(w, review.Summarize(review.Fold(entries)))
 }
+
+// applyGitBranch is apply --git-branch NAME.
+func applyGitBranch(cmd *cli.Command, name string) error {
+	if err := needRoot("apply"); err != nil {
+		return err
+	}
+	out := cmd.Args().First()
+	res, err := storeOf(cmd).ApplyToGitBranch(out, name)
+	if err != nil {
+		return exitWith(exitFailed, stagedErr(err, out))
+	}
+	for _, l := range res.Left {
+		fmt.Fprintf(os.Stderr, "layerseal: left staged: %s (%s)\n", l.Path, l.Why)
+	}
+	fmt.Fprintf(os.Stderr, "layerseal: committed %d change(s) to the new branch %s: commit %s, parent %s (HEAD at launch); the working tree, index and checked-out branch are as they were\n",
+		res.Committed, name, res.Commit, res.Parent)
+	if len(res.Left) > 0 {
+		fmt.Fprintf(os.Stderr, "layerseal: %d change(s) left staged: `layerseal diff %s` shows them\n", len(res.Left), out)
+	}
+	fmt.Println(res.Commit)
+	return nil
+}

@@ -227,3 +227,115 @@ mkdir -p pkg; echo p > pkg/p; rm -r rdir; mkdir rdir; echo z > rdir/z; echo x2 >
 		t.Errorf("show after every part:\n%s", msg)
 	}
 }
+
+// repoState is what apply --git-branch must leave alone: the refs, HEAD,
+// the index file's bytes and git status.
+func repoState(t *testing.T, dir string) string {
+	t.Helper()
+	index, err := os.ReadFile(filepath.Join(dir, ".git", "index"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return gitIn(t, dir, "for-each-ref") + gitIn(t, dir, "rev-parse", "HEAD") + gitIn(t, dir, "symbolic-ref", "-q", "HEAD") +
+		gitIn(t, dir, "status", "--porcelain", "--untracked-files=all") + fmt.Sprintf("%x", index)
+}
+
+// TestApplyGitBranch: apply --git-branch writes the change set as one
+// commit on a new branch whose parent is HEAD at launch, with the
+// session's trailers, leaving the working tree, the index and the
+// checked-out branch alone; .git changes, ignored paths and a FIFO are
+// left staged and listed; an existing branch, a second --git-branch, a
+// workspace that is no repository, a detached HEAD that moved and a
+// dirty index are refused with nothing written.
+func TestApplyGitBranch(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Fatalf("git is needed for this test: %v", err)
+	}
+	e := newEnv(t)
+	write(t, e.ws, map[string]string{"src/a.go": "a\n", "README": "r\n", ".gitignore": "build/\n"})
+	gitIn(t, e.ws, "init", "-q")
+	gitIn(t, e.ws, "config", "user.name", "t")
+	gitIn(t, e.ws, "config", "user.email", "t@t")
+	gitIn(t, e.ws, "add", "-A")
+	gitIn(t, e.ws, "commit", "-qm", "base")
+	parent := gitIn(t, e.ws, "rev-parse", "HEAD")
+	out, _ := e.stagedRun("s", `echo a2 > src/a.go; rm README; printf 'nl\n' > "$(printf 'new\nline')"; mkdir build; echo o > build/o
+echo hook > .git/hooks/agent; mkfifo fifo; ln -s src/a.go link`)
+	// Someone commits on the checked-out branch meanwhile: the new
+	// branch still starts at HEAD as it was at launch.
+	write(t, e.ws, map[string]string{"later": "l\n"})
+	gitIn(t, e.ws, "add", "later")
+	gitIn(t, e.ws, "commit", "-qm", "later")
+	write(t, e.ws, map[string]string{"staged": "s\n"})
+	gitIn(t, e.ws, "add", "staged")
+	dirty := repoState(t, e.ws)
+	if msg := e.mustCLI(1, "apply", "--state-dir", e.state, "--git-branch", "agent", out); !strings.Contains(msg, "index holds staged changes") {
+		t.Errorf("a dirty index: %s", msg)
+	}
+	if after := repoState(t, e.ws); after != dirty {
+		t.Fatalf("a refused --git-branch changed the repository:\n%s\n---\n%s", dirty, after)
+	}
+	gitIn(t, e.ws, "rm", "-q", "--cached", "staged")
+	os.Remove(filepath.Join(e.ws, "staged"))
+	before := repoState(t, e.ws)
+	if msg := e.mustCLI(1, "apply", "--state-dir", e.state, "--git-branch", "main", out); !strings.Contains(msg, `branch "main" exists: nothing was written to the repository`) {
+		t.Errorf("an existing branch: %s", msg)
+	}
+	if after := repoState(t, e.ws); after != before {
+		t.Fatalf("a refused --git-branch changed the repository:\n%s\n---\n%s", before, after)
+	}
+
+	code, stdout, stderr := e.cli("apply", "--state-dir", e.state, "--git-branch", "agent", out)
+	if code != 0 {
+		t.Fatalf("apply --git-branch: exit %d\n%s", code, stderr)
+	}
+	commit := strings.TrimSpace(stdout)
+	if got := gitIn(t, e.ws, "rev-parse", commit+"^"); got != parent {
+		t.Errorf("the commit's parent is %s, want HEAD at launch %s", got, parent)
+	}
+	msg := gitIn(t, e.ws, "log", "-1", "--format=%B", "agent")
+	for _, want := range []string{"Layerseal-Session: ", "Layerseal-Statement: sha256:"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("the commit message lacks %q:\n%s", want, msg)
+		}
+	}
+	if got := gitIn(t, e.ws, "ls-tree", "-r", "--name-only", "agent"); got != ".gitignore\nlink\n\"new\\nline\"\nsrc/a.go\n" {
+		t.Errorf("the commit holds:\n%s", got)
+	}
+	if got := gitIn(t, e.ws, "show", "agent:src/a.go"); got != "a2\n" {
+		t.Errorf("src/a.go on the branch: %q", got)
+	}
+	for _, want := range []string{"left staged: .git/hooks/agent (inside .git: never committed)", "left staged: build/o (ignored by git)", "left staged: fifo (not a file git holds"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("apply --git-branch does not say %q:\n%s", want, stderr)
+		}
+	}
+	if after := repoState(t, e.ws); strings.Replace(after, gitIn(t, e.ws, "for-each-ref", "refs/heads/agent"), "", 1) != before {
+		t.Errorf("--git-branch changed more than the new branch:\n%s\n---\n%s", before, after)
+	}
+	if msg := e.mustCLI(1, "apply", "--state-dir", e.state, "--git-branch", "again", out); !strings.Contains(msg, "was committed to agent (commit "+commit+") already") {
+		t.Errorf("a second --git-branch: %s", msg)
+	}
+	if list := e.mustCLI(0, "diff", "--state-dir", e.state, out); !strings.Contains(list, "A  .git/hooks/agent\n") || strings.Contains(list, "src/a.go") {
+		t.Errorf("diff after --git-branch:\n%s", list)
+	}
+
+	// Not a repository; a detached HEAD that moved.
+	plain := newEnv(t)
+	write(t, plain.ws, map[string]string{"f": "f\n"})
+	pout, _ := plain.stagedRun("p", "echo g > f")
+	if msg := plain.mustCLI(1, "apply", "--state-dir", plain.state, "--git-branch", "agent", pout); !strings.Contains(msg, "is not a git repository: nothing was written") {
+		t.Errorf("not a repository: %s", msg)
+	}
+	d := newEnv(t)
+	write(t, d.ws, map[string]string{"f": "f\n"})
+	gitIn(t, d.ws, "init", "-q")
+	gitIn(t, d.ws, "add", "-A")
+	gitIn(t, d.ws, "commit", "-qm", "base")
+	gitIn(t, d.ws, "checkout", "-q", "--detach")
+	dout, _ := d.stagedRun("d", "echo g > f")
+	gitIn(t, d.ws, "commit", "-q", "--allow-empty", "-m", "moved")
+	if msg := d.mustCLI(1, "apply", "--state-dir", d.state, "--git-branch", "agent", dout); !strings.Contains(msg, "HEAD is detached and moved since the launch") {
+		t.Errorf("a detached HEAD that moved: %s", msg)
+	}
+}

@@ -73,8 +73,15 @@ func applyCommand() *cli.Command {
 			&cli.BoolFlag{Name: "skip", Usage: "leave the named PATHs, and what lies beneath them, out of the apply"},
 			&cli.StringSliceFlag{Name: "only", Usage: "apply only the changes this `GLOB` matches (and what lies beneath them; repeat for more); the rest stays staged"},
 			&cli.StringSliceFlag{Name: "except", Usage: "apply all but the changes this `GLOB` matches (and what lies beneath them; repeat for more); those stay staged"},
+			&cli.StringFlag{Name: "git-branch", Usage: "write the change set as one commit on the new git branch `NAME` (parent: HEAD at launch) instead of the workspace; the working tree, index and checked-out branch are left alone"},
 		},
 		Action: func(ctx context.Context, cmd *cli.Command) error {
+			if b := cmd.String("git-branch"); b != "" {
+				if cmd.NArg() != 1 || cmd.Bool("force") || cmd.Bool("skip") || len(cmd.StringSlice("only")) > 0 || len(cmd.StringSlice("except")) > 0 {
+					return usageErr("usage: layerseal apply --git-branch NAME OUT|SESSION-ID")
+				}
+				return applyGitBranch(cmd, b)
+			}
 			only, except := cmd.StringSlice("only"), cmd.StringSlice("except")
 			if (len(only) > 0 || len(except) > 0) && (cmd.NArg() != 1 || cmd.Bool("skip") || len(only) > 0 && len(except) > 0) {
 				return usageErr("usage: layerseal apply [--force] --only GLOB... | --except GLOB... OUT (no PATH, no --skip; one of --only and --except)")
