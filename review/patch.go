@@ -195,16 +195,60 @@ func isBinary(s *Side) bool {
 // line as git's own "Binary files ... differ" (and cannot apply it, as it
 // cannot apply git's without the bytes).
 func (d *Diff) WritePatch(w io.Writer) error {
+	return d.WritePatchColor(w, nil)
+}
+
+// Colors are the terminal escapes a coloured patch wraps its lines in,
+// as git colours them by default.
+type Colors struct {
+	Meta, Frag, Old, New, Reset string
+	// Escape, when set, is applied to the lines of file content (and the
+	// text after a hunk's range), which hold whatever bytes the files do:
+	// a terminal gets them escaped.
+	Escape func(string) string
+}
+
+// GitColors are git's default colours: headers bold, hunk ranges cyan,
+// removed lines red, added lines green.
+var GitColors = &Colors{Meta: "\x1b[1m", Frag: "\x1b[36m", Old: "\x1b[31m", New: "\x1b[32m", Reset: "\x1b[m"}
+
+// WritePatchColor is WritePatch with each line wrapped in c's colours
+// (none when c is nil).
+func (d *Diff) WritePatchColor(w io.Writer, c *Colors) error {
+	if c == nil {
+		c = &Colors{}
+	}
 	var b strings.Builder
 	for i := range d.parts {
-		d.parts[i].write(&b, d.Binary)
+		d.parts[i].write(&b, d.Binary, c)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
 }
 
-func (p *part) write(b *strings.Builder, binary bool) {
+func (p *part) write(b *strings.Builder, binary bool, c *Colors) {
 	a, bb := quoteTwo("a/", string(p.from)), quoteTwo("b/", string(p.to))
+	meta := len(b.String())
+	defer func() {
+		if c.Meta != "" {
+			// Colour the header lines written so far (up to the hunks).
+			s := b.String()
+			end := strings.Index(s[meta:], "\n"+c.Frag+"@@ ")
+			if end < 0 {
+				end = len(s) - meta - 1
+			}
+			head := s[meta : meta+end+1]
+			rest := s[meta+end+1:]
+			var nb strings.Builder
+			nb.WriteString(s[:meta])
+			for _, l := range strings.SplitAfter(strings.TrimSuffix(head, "\n"), "\n") {
+				nb.WriteString(c.Meta + strings.TrimSuffix(l, "\n") + c.Reset + "\n")
+			}
+			nb.WriteString(rest)
+			b.Reset()
+			b.WriteString(nb.String())
+		}
+	}()
 	fmt.Fprintf(b, "diff --git %s %s\n", a, bb)
 	switch {
 	case !p.old.exists():
@@ -249,6 +293,10 @@ func (p *part) write(b *strings.Builder, binary bool) {
 		return // an empty file made or removed: git writes no hunk
 	}
 	fmt.Fprintf(b, "--- %s%s\n+++ %s%s\n", oldName, tab(p.from, oldName), newName, tab(p.to, newName))
+	escape := func(s string) string { return s }
+	if c.Escape != nil {
+		escape = c.Escape
+	}
 	var oldLines []string
 	if len(p.hunks) > 0 && p.old.exists() {
 		oldLines = strings.SplitAfter(string(p.old.Data), "\n")
@@ -266,19 +314,27 @@ func (p *part) write(b *strings.Builder, binary bool) {
 				newCount++
 			}
 		}
-		fmt.Fprintf(b, "@@ -%s +%s @@%s\n", hunkRange(h.FromLine, oldCount), hunkRange(h.ToLine, newCount), funcName(oldLines, h.FromLine-1))
+		fmt.Fprintf(b, "%s@@ -%s +%s @@%s%s\n", c.Frag, hunkRange(h.FromLine, oldCount), hunkRange(h.ToLine, newCount), c.Reset, escape(funcName(oldLines, h.FromLine-1)))
 		for _, l := range h.Lines {
+			color := ""
 			switch l.Kind {
 			case udiff.Delete:
-				b.WriteByte('-')
+				color = c.Old
+				b.WriteString(color + "-")
 			case udiff.Insert:
-				b.WriteByte('+')
+				color = c.New
+				b.WriteString(color + "+")
 			default:
 				b.WriteByte(' ')
 			}
-			b.WriteString(l.Content)
-			if !strings.HasSuffix(l.Content, "\n") {
-				b.WriteString("\n\\ No newline at end of file\n")
+			content, nl := strings.CutSuffix(l.Content, "\n")
+			b.WriteString(escape(content))
+			if color != "" {
+				b.WriteString(c.Reset)
+			}
+			b.WriteByte('\n')
+			if !nl {
+				b.WriteString("\\ No newline at end of file\n")
 			}
 		}
 	}

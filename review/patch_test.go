@@ -269,3 +269,27 @@ func TestRenameAndBinary(t *testing.T) {
 		t.Errorf("the rename's old path is still there: %v", err)
 	}
 }
+
+// TestPatchColor: a coloured patch is the plain one with git's colours
+// around its lines, and Escape reaches every line of file content (an
+// escape sequence in a file cannot reach a terminal raw).
+func TestPatchColor(t *testing.T) {
+	d, err := Compare(FilePair{Path: "f", Old: (&file{data: "a\nold\x1b]0;title\x07\n"}).side(), New: (&file{data: "a\nnew\n"}).side()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var plain, colored bytes.Buffer
+	d.WritePatch(&plain)
+	c := *GitColors
+	d.WritePatchColor(&colored, &c)
+	strip := strings.NewReplacer(c.Meta, "", c.Frag, "", c.Old, "", c.New, "", c.Reset, "")
+	if strip.Replace(colored.String()) != plain.String() || !strings.Contains(colored.String(), c.Old+"-old") || !strings.Contains(colored.String(), c.Meta+"diff --git a/f b/f"+c.Reset+"\n") {
+		t.Errorf("coloured patch:\n%q\nplain:\n%q", colored.String(), plain.String())
+	}
+	c.Escape = func(s string) string { return strings.ReplaceAll(s, "\x1b", "^[") }
+	colored.Reset()
+	d.WritePatchColor(&colored, &c)
+	if strings.Contains(strip.Replace(colored.String()), "\x1b") {
+		t.Errorf("an escape byte of the file's reached the output: %q", colored.String())
+	}
+}

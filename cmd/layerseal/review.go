@@ -23,7 +23,43 @@ func reviewFlags() []cli.Flag {
 		&cli.BoolFlag{Name: "stat", Usage: "print git's diffstat of the change set"},
 		&cli.BoolFlag{Name: "summary", Usage: "print the change set's counts per directory"},
 		allFlag(),
+		colorFlag(),
 	}
+}
+
+// colorFlag is --color for show, diff and sessions.
+func colorFlag() cli.Flag {
+	return &cli.StringFlag{Name: "color", Value: "auto", Usage: "colour the output: `WHEN` is auto (on a terminal, unless NO_COLOR is set), always or never",
+		Validator: func(v string) error {
+			if v != "auto" && v != "always" && v != "never" {
+				return fmt.Errorf("--color %q: want auto, always or never", v)
+			}
+			return nil
+		}}
+}
+
+// useColor decides --color: always, never, or auto: on a terminal whose
+// TERM is not "dumb", unless NO_COLOR is set (https://no-color.org).
+func useColor(cmd *cli.Command) bool {
+	switch cmd.String("color") {
+	case "always":
+		return true
+	case "never":
+		return false
+	}
+	return os.Getenv("NO_COLOR") == "" && os.Getenv("TERM") != "dumb" && isTerminal(os.Stdout)
+}
+
+// changeColor is the colour of a change's code in a listing, as git
+// status colours them: additions green, deletions red, the rest yellow.
+func changeColor(c attest.Change) string {
+	switch c {
+	case attest.Added:
+		return "\x1b[32m"
+	case attest.Deleted:
+		return "\x1b[31m"
+	}
+	return "\x1b[33m"
 }
 
 // allFlag is show's and diff's --all.
@@ -75,10 +111,14 @@ func diffReview(cmd *cli.Command) error {
 	}
 	w := bufio.NewWriterSize(os.Stdout, 64<<10)
 	defer w.Flush()
-	var pw io.Writer = w
+	colors := &review.Colors{}
+	if useColor(cmd) {
+		c := *review.GitColors
+		colors = &c
+	}
 	if isTerminal(os.Stdout) {
 		// The agent chose these bytes: a terminal gets them escaped.
-		pw = escapingWriter{w}
+		colors.Escape = printable
 	}
 	// A rename is shown as one when the workspace still holds the bytes
 	// at its old path.
@@ -122,7 +162,7 @@ func diffReview(cmd *cli.Command) error {
 			continue
 		}
 		if cmd.Bool("patch") {
-			if err := d.WritePatch(pw); err != nil {
+			if err := d.WritePatchColor(w, colors); err != nil {
 				return exitWith(exitFailed, err)
 			}
 		}
@@ -177,7 +217,13 @@ func isTerminal(f *os.File) bool {
 // an added one with the same bytes) is one line "R  OLD -> NEW"; a
 // directory added or deleted with everything beneath it is one line
 // "A  DIR/  (N entries beneath; --all lists them)" unless all.
-func writeChanges(w io.Writer, entries []attest.Entry, all bool, oldDigest func(attest.Entry) []byte) {
+func writeChanges(w io.Writer, entries []attest.Entry, all, color bool, oldDigest func(attest.Entry) []byte) {
+	code := func(c attest.Change) string {
+		if color {
+			return changeColor(c) + shortCode[c] + "\x1b[m"
+		}
+		return shortCode[c]
+	}
 	renames := review.Renames(entries, oldDigest)
 	from := make(map[attest.Path]attest.Path, len(renames))
 	gone := make(map[attest.Path]bool, len(renames))
@@ -198,11 +244,15 @@ func writeChanges(w io.Writer, entries []attest.Entry, all bool, oldDigest func(
 		switch {
 		case gone[e.Path]:
 		case from[e.Path] != "":
-			fmt.Fprintf(w, "R  %s -> %s\n", from[e.Path], e.Path)
+			r := "R"
+			if color {
+				r = "\x1b[33mR\x1b[m"
+			}
+			fmt.Fprintf(w, "%s  %s -> %s\n", r, from[e.Path], e.Path)
 		case l.Folded > 0:
-			fmt.Fprintf(w, "%s  %s/  (%d entries beneath; --all lists them)\n", shortCode[e.Change], e.Path, l.Folded)
+			fmt.Fprintf(w, "%s  %s/  (%d entries beneath; --all lists them)\n", code(e.Change), e.Path, l.Folded)
 		default:
-			fmt.Fprintf(w, "%s  %s\n", shortCode[e.Change], e.Path)
+			fmt.Fprintf(w, "%s  %s\n", code(e.Change), e.Path)
 		}
 	}
 }

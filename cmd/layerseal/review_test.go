@@ -124,6 +124,12 @@ mkdir -p pkg/lib; for i in 1 2 3; do echo $i > pkg/lib/f$i; done; rm -r dir; mkf
 			t.Errorf("diff lacks %q:\n%s", want, list)
 		}
 	}
+	if c := e.mustCLI(0, "diff", "--state-dir", e.state, "--color=always", out); !strings.Contains(c, "\x1b[32mA\x1b[m  pkg/") {
+		t.Errorf("diff --color=always:\n%q", c)
+	}
+	if _, c, _ := e.cliEnv([]string{"NO_COLOR=1"}, "diff", "--state-dir", e.state, "--patch", out); strings.Contains(c, "\x1b") {
+		t.Errorf("diff --patch under NO_COLOR is coloured:\n%q", c)
+	}
 	if all := e.mustCLI(0, "diff", "--state-dir", e.state, "--all", out); !strings.Contains(all, "A  pkg/lib/f3\n") {
 		t.Errorf("diff --all does not list pkg/lib/f3:\n%s", all)
 	}

@@ -274,7 +274,7 @@ func diffCommand() *cli.Command {
 			if cmd.Bool("summary") {
 				return writeSummary(os.Stdout, st.AppliedEntries())
 			}
-			writeStaged(os.Stdout, st, cmd.Bool("all"), digest)
+			writeStaged(os.Stdout, st, cmd.Bool("all"), useColor(cmd), digest)
 			return nil
 		},
 	}
@@ -319,8 +319,8 @@ func stagedJSON(st *attest.Statement) map[string]any {
 // writeStaged prints one line per change to apply (writeChanges, as show
 // does), one per
 // excluded subtree ("X", path, counts), then the violations and reasons.
-func writeStaged(w io.Writer, st *attest.Statement, all bool, oldDigest func(attest.Entry) []byte) {
-	writeChanges(w, st.AppliedEntries(), all, oldDigest)
+func writeStaged(w io.Writer, st *attest.Statement, all, color bool, oldDigest func(attest.Entry) []byte) {
+	writeChanges(w, st.AppliedEntries(), all, color, oldDigest)
 	for _, x := range st.Excluded {
 		fmt.Fprintf(w, "X  %s\t%d entries, %d bytes\n", x.Path, x.Entries, x.Bytes)
 	}

@@ -180,6 +180,7 @@ func showCommand() *cli.Command {
 			&cli.StringFlag{Name: "key", Usage: "verify with this public `KEY.pub` first"},
 			stateDirFlag(),
 			allFlag(),
+			colorFlag(),
 		},
 		Action: func(_ context.Context, cmd *cli.Command) error {
 			if cmd.NArg() != 1 {
@@ -227,7 +228,7 @@ func showCommand() *cli.Command {
 				printJSON(m)
 				return nil
 			}
-			writeShort(os.Stdout, st, pub != nil, cmd.Bool("all"))
+			writeShort(os.Stdout, st, pub != nil, cmd.Bool("all"), useColor(cmd))
 			if a.Checkpoint == nil {
 				writeReport(os.Stdout, "# ", st, info)
 			} else {
@@ -320,8 +321,8 @@ var shortCode = map[attest.Change]string{
 // path in its text form, bytes that are not printable %XX-escaped;
 // renames and whole added or deleted directories folded unless all),
 // then a count line (writeReport prints the rest).
-func writeShort(w io.Writer, st *attest.Statement, verified, all bool) {
-	writeChanges(w, st.Entries, all, statementDigest)
+func writeShort(w io.Writer, st *attest.Statement, verified, all, color bool) {
+	writeChanges(w, st.Entries, all, color, statementDigest)
 	state := "signature not checked (use --key)"
 	if verified {
 		state = "verified"
