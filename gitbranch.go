@@ -9,6 +9,8 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -121,7 +123,7 @@ func (store *Store) ApplyToGitBranch(out, name string) (*GitBranchResult, error)
 			}
 		}
 	}
-	ignored, err := g.ignored(candidates)
+	ignored, err := g.ignored(candidates, ws, s.dir.upper(), entries)
 	if err != nil {
 		return nil, err
 	}
@@ -129,6 +131,20 @@ func (store *Store) ApplyToGitBranch(out, name string) (*GitBranchResult, error)
 		if ignored[string(e.Path)] {
 			res.Left = append(res.Left, LeftChange{e.Path, "ignored by git"})
 			return true
+		}
+		return false
+	})
+	// A directory holding a change left staged stays staged with it, so
+	// that a later apply of what is left has it.
+	commit = slices.DeleteFunc(commit, func(e attest.Entry) bool {
+		if e.New == nil || e.New.Type != attest.Dir || e.Path == attest.Root {
+			return false
+		}
+		for _, l := range res.Left {
+			if attest.Within(l.Path, e.Path) && l.Path != e.Path {
+				res.Left = append(res.Left, LeftChange{e.Path, "holds changes left staged"})
+				return true
+			}
 		}
 		return false
 	})
@@ -227,11 +243,56 @@ func (g gitCmd) check(name string, launch *gitHead) error {
 	return nil
 }
 
-// ignored returns which of paths git ignores (`git check-ignore`).
-func (g gitCmd) ignored(paths []string) (map[string]bool, error) {
+// ignored returns which of paths git ignores (`git check-ignore`) under
+// the ignore rules of the change set's merged view: `git check-ignore`
+// runs over a scratch work tree holding only the .gitignore files git
+// tracks in the workspace and those the change set adds or changes (read
+// beneath ws and the upper layer, no symlink followed), less those it
+// deletes, with the repository's own exclude files as they are.
+func (g gitCmd) ignored(paths []string, ws *os.File, upperDir string, entries []attest.Entry) (map[string]bool, error) {
 	out := make(map[string]bool)
 	if len(paths) == 0 {
 		return out, nil
+	}
+	tree, err := os.MkdirTemp("", "layerseal-ignore-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(tree)
+	tracked, err := g.out(nil, "ls-files", "-z", "--", ":(glob)**/.gitignore", ".gitignore")
+	if err != nil {
+		return nil, err
+	}
+	changed := make(map[attest.Path]*attest.Entry)
+	for i := range entries {
+		if path.Base(string(entries[i].Path)) == ".gitignore" {
+			changed[entries[i].Path] = &entries[i]
+		}
+	}
+	upper, err := linux.Openat(unix.AT_FDCWD, upperDir, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC)
+	if err != nil {
+		return nil, err
+	}
+	defer linux.Close(upper)
+	put := func(p attest.Path, from int) {
+		b, err := readBeneath(from, p, 64<<10)
+		if err != nil {
+			return // not a regular file there: no rules
+		}
+		full := filepath.Join(tree, string(p))
+		if os.MkdirAll(filepath.Dir(full), 0o700) == nil {
+			os.WriteFile(full, b, 0o600)
+		}
+	}
+	for _, p := range strings.Split(tracked, "\x00") {
+		if p != "" && changed[attest.Path(p)] == nil {
+			put(attest.Path(p), int(ws.Fd()))
+		}
+	}
+	for p, e := range changed {
+		if e.New != nil && e.New.Type == attest.File {
+			put(p, upper)
+		}
 	}
 	var in bytes.Buffer
 	for _, p := range paths {
@@ -239,10 +300,11 @@ func (g gitCmd) ignored(paths []string) (map[string]bool, error) {
 		in.WriteByte(0)
 	}
 	cmd := exec.Command("git", "check-ignore", "-z", "--stdin")
-	cmd.Dir, cmd.Stdin = g.dir, &in
+	cmd.Dir, cmd.Stdin = tree, &in
+	cmd.Env = append(os.Environ(), "GIT_DIR="+filepath.Join(g.dir, ".git"), "GIT_WORK_TREE="+tree, "LC_ALL=C")
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
+	err = cmd.Run()
 	var ee *exec.ExitError
 	if err != nil && !(errors.As(err, &ee) && ee.ExitCode() == 1) { // 1: none ignored
 		return nil, fmt.Errorf("git check-ignore: %s", strings.TrimSpace(stderr.String()))

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/urfave/cli/v3"
@@ -106,6 +107,15 @@ func diffReview(cmd *cli.Command) error {
 	if err != nil {
 		return exitWith(exitFailed, err)
 	}
+	if len(paths) == 0 {
+		// git neither shows nor applies paths inside .git: they are left
+		// out unless named.
+		n := len(entries)
+		entries = slices.DeleteFunc(slices.Clone(entries), func(e attest.Entry) bool { return attest.Within(e.Path, ".git") })
+		if n -= len(entries); n > 0 {
+			fmt.Fprintf(os.Stderr, "layerseal: %d change(s) inside .git are not in the %s (git applies none there): `layerseal diff %s` lists them, `layerseal diff --patch %s .git` shows them\n", n, view(cmd), out, out)
+		}
+	}
 	for _, p := range r.Conflicts(entries) {
 		fmt.Fprintf(os.Stderr, "layerseal: %s changed in the workspace since the session started: shown against the workspace as it is now\n", p)
 	}
@@ -180,6 +190,14 @@ func diffReview(cmd *cli.Command) error {
 		fmt.Fprintf(os.Stderr, "layerseal: excluded subtree %s (%d entries, %d bytes) is counted, not itemized: not in the patch\n", x.Path, x.Entries, x.Bytes)
 	}
 	return nil
+}
+
+// view names the view diff prints, for messages.
+func view(cmd *cli.Command) string {
+	if cmd.Bool("patch") {
+		return "patch"
+	}
+	return "diffstat"
 }
 
 // notInPatch says what e's new state is when a git patch cannot hold it
@@ -283,8 +301,16 @@ func applyGitBranch(cmd *cli.Command, name string) error {
 	if err != nil {
 		return exitWith(exitFailed, stagedErr(err, out))
 	}
+	inGit := 0
 	for _, l := range res.Left {
+		if attest.Within(l.Path, ".git") {
+			inGit++
+			continue
+		}
 		fmt.Fprintf(os.Stderr, "layerseal: left staged: %s (%s)\n", l.Path, l.Why)
+	}
+	if inGit > 0 {
+		fmt.Fprintf(os.Stderr, "layerseal: left staged: %d change(s) inside .git (never committed; `layerseal diff %s` lists them)\n", inGit, out)
 	}
 	fmt.Fprintf(os.Stderr, "layerseal: committed %d change(s) to the new branch %s: commit %s, parent %s (HEAD at launch); the working tree, index and checked-out branch are as they were\n",
 		res.Committed, name, res.Commit, res.Parent)

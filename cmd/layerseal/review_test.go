@@ -243,7 +243,7 @@ func repoState(t *testing.T, dir string) string {
 		t.Fatal(err)
 	}
 	return gitIn(t, dir, "for-each-ref") + gitIn(t, dir, "rev-parse", "HEAD") + gitIn(t, dir, "symbolic-ref", "-q", "HEAD") +
-		gitIn(t, dir, "status", "--porcelain", "--untracked-files=all") + fmt.Sprintf("%x", index)
+		gitIn(t, dir, "--no-optional-locks", "status", "--porcelain", "--untracked-files=all") + fmt.Sprintf("%x", index)
 }
 
 // TestApplyGitBranch: apply --git-branch writes the change set as one
@@ -266,7 +266,7 @@ func TestApplyGitBranch(t *testing.T) {
 	gitIn(t, e.ws, "commit", "-qm", "base")
 	parent := gitIn(t, e.ws, "rev-parse", "HEAD")
 	out, _ := e.stagedRun("s", `echo a2 > src/a.go; rm README; printf 'nl\n' > "$(printf 'new\nline')"; mkdir build; echo o > build/o
-echo hook > .git/hooks/agent; mkfifo fifo; ln -s src/a.go link`)
+echo hook > .git/hooks/agent; mkfifo fifo; ln -s src/a.go link; echo '*.tmp' >> .gitignore; echo t > x.tmp`)
 	// Someone commits on the checked-out branch meanwhile: the new
 	// branch still starts at HEAD as it was at launch.
 	write(t, e.ws, map[string]string{"later": "l\n"})
@@ -311,7 +311,7 @@ echo hook > .git/hooks/agent; mkfifo fifo; ln -s src/a.go link`)
 	if got := gitIn(t, e.ws, "show", "agent:src/a.go"); got != "a2\n" {
 		t.Errorf("src/a.go on the branch: %q", got)
 	}
-	for _, want := range []string{"left staged: .git/hooks/agent (inside .git: never committed)", "left staged: build/o (ignored by git)", "left staged: fifo (not a file git holds"} {
+	for _, want := range []string{"left staged: 2 change(s) inside .git (never committed", "left staged: build/o (ignored by git)", "left staged: x.tmp (ignored by git)", "left staged: build (holds changes left staged)", "left staged: fifo (not a file git holds"} {
 		if !strings.Contains(stderr, want) {
 			t.Errorf("apply --git-branch does not say %q:\n%s", want, stderr)
 		}
@@ -322,7 +322,7 @@ echo hook > .git/hooks/agent; mkfifo fifo; ln -s src/a.go link`)
 	if msg := e.mustCLI(1, "apply", "--state-dir", e.state, "--git-branch", "again", out); !strings.Contains(msg, "was committed to agent (commit "+commit+") already") {
 		t.Errorf("a second --git-branch: %s", msg)
 	}
-	if list := e.mustCLI(0, "diff", "--state-dir", e.state, out); !strings.Contains(list, "A  .git/hooks/agent\n") || strings.Contains(list, "src/a.go") {
+	if list := e.mustCLI(0, "diff", "--state-dir", e.state, out); !strings.Contains(list, "A  .git/hooks/agent\n") || !strings.Contains(list, "A  x.tmp\n") || strings.Contains(list, "src/a.go") {
 		t.Errorf("diff after --git-branch:\n%s", list)
 	}
 
