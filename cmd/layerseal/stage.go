@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"strings"
 
 	"github.com/urfave/cli/v3"
 	"golang.org/x/sys/unix"
@@ -95,13 +94,9 @@ func applyCommand() *cli.Command {
 			if err := needRoot("apply"); err != nil {
 				return err
 			}
-			var paths []attest.Path
-			for _, a := range cmd.Args().Slice()[1:] {
-				var p attest.Path
-				if err := p.UnmarshalText([]byte(strings.TrimPrefix(strings.TrimSuffix(a, "/"), "./"))); err != nil {
-					return usageErr("apply: path %q: %v", a, err)
-				}
-				paths = append(paths, p)
+			paths, err := parsePaths("apply", cmd.Args().Slice()[1:])
+			if err != nil {
+				return err
 			}
 			// An interrupt stops the apply at its next step, which is
 			// journaled: the error says how to finish it.
