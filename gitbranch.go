@@ -55,7 +55,8 @@ type LeftChange struct {
 // layer, checked against the statement's digest), which writes objects
 // and the one new ref only.
 //
-// Changes inside .git are never committed, paths git ignores (`git
+// The upper layer is left for Prune to remove. Changes inside .git are
+// never committed, paths git ignores (`git
 // check-ignore`, the workspace's ignore rules) are left out, and so are
 // FIFOs, devices and sockets: all listed in Left and left staged.
 // Refused with nothing written (ErrGitBranch): a workspace that is not
@@ -180,9 +181,9 @@ func (store *Store) ApplyToGitBranch(out, name string) (*GitBranchResult, error)
 	if err := s.dir.saveJournal(j, s.env); err != nil {
 		return res, fmt.Errorf("the commit %s was made on %q, but recording it failed: %w (run the same command again to record it)", res.Commit, name, err)
 	}
-	if j.State == journalApplied {
-		return res, errors.Join(os.RemoveAll(s.dir.upper()), os.RemoveAll(s.dir.work()))
-	}
+	// The upper layer stays in the state dir until `layerseal sessions
+	// --prune` removes the session: removing 10,000 files costs as much
+	// as the commit (measured), and the change set lives on as the commit.
 	return res, nil
 }
 
@@ -251,6 +252,16 @@ func (g gitCmd) check(name string, launch *gitHead) error {
 // deletes, with the repository's own exclude files as they are.
 func (g gitCmd) ignored(paths []string, ws *os.File, upperDir string, entries []attest.Entry) (map[string]bool, error) {
 	out := make(map[string]bool)
+	// A path git tracks is never ignored: only the others are asked about.
+	all, err := g.out(nil, "ls-files", "-z")
+	if err != nil {
+		return nil, err
+	}
+	tracked := make(map[string]bool)
+	for _, p := range strings.Split(all, "\x00") {
+		tracked[p] = true
+	}
+	paths = slices.DeleteFunc(slices.Clone(paths), func(p string) bool { return tracked[p] })
 	if len(paths) == 0 {
 		return out, nil
 	}
@@ -259,10 +270,7 @@ func (g gitCmd) ignored(paths []string, ws *os.File, upperDir string, entries []
 		return nil, err
 	}
 	defer os.RemoveAll(tree)
-	tracked, err := g.out(nil, "ls-files", "-z", "--", ":(glob)**/.gitignore", ".gitignore")
-	if err != nil {
-		return nil, err
-	}
+
 	changed := make(map[attest.Path]*attest.Entry)
 	for i := range entries {
 		if path.Base(string(entries[i].Path)) == ".gitignore" {
@@ -284,8 +292,8 @@ func (g gitCmd) ignored(paths []string, ws *os.File, upperDir string, entries []
 			os.WriteFile(full, b, 0o600)
 		}
 	}
-	for _, p := range strings.Split(tracked, "\x00") {
-		if p != "" && changed[attest.Path(p)] == nil {
+	for p := range tracked {
+		if path.Base(p) == ".gitignore" && changed[attest.Path(p)] == nil {
 			put(attest.Path(p), int(ws.Fd()))
 		}
 	}
@@ -341,6 +349,7 @@ func (g gitCmd) fastImport(ref, parent, msg string, upper int, entries []attest.
 		return fmt.Errorf("git fast-import: %w", err)
 	}
 	w := bufio.NewWriterSize(stdin, 1<<20)
+	buf := make([]byte, 256<<10) // one copy buffer for every file
 	werr := func() error {
 		fmt.Fprintf(w, "feature done\ncommit %s\ncommitter %s\ndata %d\n%s\nfrom %s\n", ref, ident, len(msg), msg, parent)
 		for _, e := range entries {
@@ -358,7 +367,7 @@ func (g gitCmd) fastImport(ref, parent, msg string, upper int, entries []attest.
 			case attest.Symlink:
 				fmt.Fprintf(w, "M 120000 inline %s\ndata %d\n%s\n", path, len(e.New.Target), e.New.Target)
 			case attest.File:
-				if err := writeBlob(w, upper, e, path); err != nil {
+				if err := writeBlob(w, upper, e, path, buf); err != nil {
 					return err
 				}
 			case attest.Dir:
@@ -384,7 +393,7 @@ func (g gitCmd) fastImport(ref, parent, msg string, upper int, entries []attest.
 
 // writeBlob writes e's file as a fast-import "M" command with inline
 // data, streaming it from beneath upper and checking its digest.
-func writeBlob(w *bufio.Writer, upper int, e attest.Entry, path string) error {
+func writeBlob(w *bufio.Writer, upper int, e attest.Entry, path string, buf []byte) error {
 	if e.New.SHA256 == nil {
 		return fmt.Errorf("%q was not hashed (over the digest cap): it cannot be committed as attested", string(e.Path))
 	}
@@ -397,7 +406,7 @@ func writeBlob(w *bufio.Writer, upper int, e attest.Entry, path string) error {
 	mode := review.GitMode(attest.File, e.New.Mode)
 	fmt.Fprintf(w, "M %06o inline %s\ndata %d\n", mode, path, e.New.Size)
 	h := sha256.New()
-	n, err := io.Copy(io.MultiWriter(w, h), io.LimitReader(f, int64(e.New.Size)+1))
+	n, err := io.CopyBuffer(io.MultiWriter(w, h), io.LimitReader(f, int64(e.New.Size)+1), buf)
 	if err != nil {
 		return fmt.Errorf("the change set's %q: %w", string(e.Path), err)
 	}
