@@ -149,10 +149,6 @@ func (d sessionDir) readJournal() (*journal, error) {
 	return &j, nil
 }
 
-func (d sessionDir) writeJournal(state string, env []byte, skipped []attest.Path) error {
-	return d.saveJournal(journal{State: state, Skipped: skipped}, env)
-}
-
 // saveJournal writes j, stamped with the statement env's digest and the
 // time, atomically, and syncs it.
 func (d sessionDir) saveJournal(j journal, env []byte) error {
