@@ -72,6 +72,13 @@ type ApplyOptions struct {
 	// Left, when set, is told each entry an apply of a change set not
 	// examined in full leaves as it is, and why (see overlay.ApplyOptions).
 	Left func(p attest.Path, why string)
+	// Only and Except choose a part of the change set by globs (as in
+	// layerseal.yaml, anchored at the workspace root; a glob matching a
+	// directory takes what lies beneath it too): the changes Only
+	// matches, or all but those Except matches. The rest stays staged
+	// for a later apply or discard. See choosePart for what comes along
+	// and what is refused.
+	Only, Except []string
 	// Stop, when set, is asked before each step (see overlay.ApplyOptions):
 	// an error from it (an interrupt) stops the apply at that safe point;
 	// the apply is journaled, and running it again finishes it.
@@ -83,7 +90,10 @@ const (
 	journalApplying  = "applying"
 	journalApplied   = "applied"
 	journalDiscarded = "discarded"
-	journalFile      = "journal.json"
+	// journalPartial: parts of the change set were applied or
+	// discarded (journal.Applied, journal.Discarded); the rest is staged.
+	journalPartial = "partial"
+	journalFile    = "journal.json"
 )
 
 // journal records where the apply of one session stands. It is written
@@ -95,6 +105,30 @@ type journal struct {
 	// Skipped are the paths left out of the apply (ApplyOptions.Skip),
 	// with the entries beneath them: the session is partly applied.
 	Skipped []attest.Path `json:"skipped,omitempty"`
+	// Applied and Discarded are the entry paths that applies and discards
+	// of a part (ApplyOptions.Only, Except; DiscardPart) settled; the
+	// rest stays staged. While an apply of a part runs (State applying),
+	// Applied does not hold the part yet: the plan does.
+	Applied   []attest.Path `json:"applied,omitempty"`
+	Discarded []attest.Path `json:"discarded,omitempty"`
+	// Part: the apply in progress applies a part, and leaves the rest
+	// staged.
+	Part bool `json:"part,omitempty"`
+	// Touched are the directories applies of parts wrote into, with
+	// their ctime right after: a later part's conflict check knows those
+	// changes as the session's own.
+	Touched []touched `json:"touched,omitempty"`
+	// GitBranch and GitCommit name the commit Store.ApplyToGitBranch
+	// wrote the change set to (Applied then lists what it holds).
+	GitBranch string `json:"git_branch,omitempty"`
+	GitCommit string `json:"git_commit,omitempty"`
+}
+
+// touched is a directory an apply of a part wrote into and its ctime
+// after that apply.
+type touched struct {
+	Path    attest.Path `json:"path"`
+	CtimeNS int64       `json:"ctime_ns"`
 }
 
 func (d sessionDir) journal() string { return filepath.Join(string(d), journalFile) }
@@ -114,8 +148,11 @@ func (d sessionDir) readJournal() (*journal, error) {
 	return &j, nil
 }
 
-func (d sessionDir) writeJournal(state string, env []byte, skipped []attest.Path) error {
-	b, err := json.Marshal(journal{State: state, Statement: fmt.Sprintf("%x", sha(env)), Time: time.Now().UTC(), Skipped: skipped})
+// saveJournal writes j, stamped with the statement env's digest and the
+// time, atomically, and syncs it.
+func (d sessionDir) saveJournal(j journal, env []byte) error {
+	j.Statement, j.Time = fmt.Sprintf("%x", sha(env)), time.Now().UTC()
+	b, err := json.Marshal(j)
 	if err != nil {
 		return err
 	}
@@ -240,14 +277,29 @@ func (d sessionDir) artifact(name, out string) ([]byte, error) {
 
 // Staged returns the verified statement of the session whose output dir
 // is out while its change set is kept (staged, or an apply that stopped);
-// its AppliedEntries and Excluded are what Apply would apply. It fails
-// with ErrAlreadyApplied or ErrDiscarded once the session is closed.
+// its AppliedEntries and Excluded are what Apply would apply: after
+// applies or discards of parts, the statement's lists without the
+// entries they settled. It fails with ErrAlreadyApplied or ErrDiscarded
+// once the session is closed.
 func (store *Store) Staged(out string) (*attest.Statement, error) {
 	s, err := store.openStaged(out)
 	if err != nil {
 		return nil, err
 	}
-	return s.st, nil
+	return s.view(), nil
+}
+
+// view is the statement as Staged gives it: without settled entries.
+func (s *staged) view() *attest.Statement {
+	if len(s.settled()) == 0 {
+		return s.st
+	}
+	st := *s.st
+	st.Entries = s.unsettled(st.Entries)
+	if st.Applied != nil {
+		st.Applied = s.unsettled(st.Applied)
+	}
+	return &st
 }
 
 // Apply applies the change set of the session whose output dir is out:
@@ -279,7 +331,8 @@ func (store *Store) Apply(out string, opt ApplyOptions) (*attest.Statement, erro
 	if b := blocked(s.st); len(b) > 0 && !opt.Force {
 		return s.st, fmt.Errorf("the sweep could not revert %s: apply with --force to apply them anyway", strings.Join(b, ", "))
 	}
-	return s.st, s.apply(out, opt)
+	st := s.view() // what is still staged: what this apply may apply
+	return st, s.apply(out, opt)
 }
 
 // lock takes the lock of the session's workspace for an apply, so no run
@@ -315,7 +368,9 @@ func (s *staged) apply(out string, opt ApplyOptions) error {
 	var entries []attest.Entry
 	var skipped []attest.Path
 	var err error
+	part := false
 	if resuming {
+		part = s.j.Part
 		if len(opt.Skip) > 0 {
 			return fmt.Errorf("an apply of this session stopped part way; run `layerseal apply %s` without --skip to finish it", out)
 		}
@@ -330,6 +385,14 @@ func (s *staged) apply(out string, opt ApplyOptions) error {
 			entries, err = leaveOut(entries, opt.Skip)
 			skipped = opt.Skip
 		}
+		if err == nil {
+			entries = s.unsettled(entries)
+		}
+		if err == nil && (len(opt.Only) > 0 || len(opt.Except) > 0) {
+			var rest []attest.Entry
+			entries, rest, err = choosePart(entries, opt.Only, opt.Except, true)
+			part = len(rest) > 0
+		}
 	}
 	if err != nil {
 		return err
@@ -343,19 +406,25 @@ func (s *staged) apply(out string, opt ApplyOptions) error {
 			for i, e := range entries {
 				paths[i] = e.Path
 			}
-			changed = union(changed, conflicts(ws, paths, s.launchedAt()))
+			changed = union(changed, conflictsBut(ws, paths, s.launchedAt(), s.ours()))
 		}
 		changed = slices.DeleteFunc(changed, func(p attest.Path) bool { return underAny(p, opt.ForcePaths) })
 		if len(changed) > 0 {
 			return &WorkspaceChangedError{Out: out, Paths: changed}
 		}
 	}
-	if s.j == nil {
+	var prev journal
+	if s.j != nil {
+		prev = *s.j
+	}
+	if !resuming {
 		progress("journal-applying", attest.Root)
 		if err := s.dir.writePlan(entries); err != nil {
 			return fmt.Errorf("%w; nothing was applied; the change set is kept in %s: free space there, then run `layerseal apply %s`", err, s.dir, out)
 		}
-		if err := s.dir.writeJournal(journalApplying, s.env, skipped); err != nil {
+		j := prev
+		j.State, j.Skipped, j.Part = journalApplying, skipped, part
+		if err := s.dir.saveJournal(j, s.env); err != nil {
 			return fmt.Errorf("%w; nothing was applied; the change set is kept in %s: free space there, then run `layerseal apply %s`", err, s.dir, out)
 		}
 	}
@@ -369,7 +438,7 @@ func (s *staged) apply(out string, opt ApplyOptions) error {
 		}
 	}
 	err = overlay.Apply(s.dir.upper(), s.rec.Workspace, entries, overlay.ApplyOptions{Progress: progress, Stop: stop,
-		Workspace: ws, Partial: unexamined(s.st.Incomplete), Left: opt.Left})
+		Workspace: ws, Partial: unexamined(s.st.Incomplete) || part, Left: opt.Left})
 	if stopped {
 		return fmt.Errorf("the apply stopped part way (%w); the workspace is partly changed and the apply is journaled: run `layerseal apply %s` to finish it", errors.Unwrap(err), s.rec.ID)
 	}
@@ -381,8 +450,19 @@ func (s *staged) apply(out string, opt ApplyOptions) error {
 		return fmt.Errorf("%w%s; the change set is kept in %s: run `layerseal apply %s` to finish", err, hint, s.dir, out)
 	}
 	progress("journal-applied", attest.Root)
-	if err := s.dir.writeJournal(journalApplied, s.env, skipped); err != nil {
+	j := prev
+	j.State, j.Skipped, j.Part = journalApplied, skipped, false
+	for _, e := range entries {
+		j.Applied = append(j.Applied, e.Path)
+	}
+	if part {
+		j.State, j.Touched = journalPartial, append(j.Touched, touchedBy(ws, entries)...)
+	}
+	if err := s.dir.saveJournal(j, s.env); err != nil {
 		return fmt.Errorf("the change set was applied, but recording it failed: %w", err)
+	}
+	if part {
+		return nil // the rest stays staged
 	}
 	if unexamined(s.st.Incomplete) || len(skipped) > 0 {
 		return nil // what was not applied stays in the upper layer
@@ -601,7 +681,11 @@ func (s *Store) Discard(out string, force bool) error {
 		return fmt.Errorf("session %s: %w; run `layerseal apply %s` to finish it (or discard --force to leave the workspace as it is)", rec.ID, ErrInterrupted, rec.ID)
 	}
 	env, _ := os.ReadFile(filepath.Join(string(dir), StatementFile))
-	if err := dir.writeJournal(journalDiscarded, env, nil); err != nil {
+	nj := journal{State: journalDiscarded}
+	if j != nil {
+		nj.Applied, nj.Discarded = j.Applied, j.Discarded
+	}
+	if err := dir.saveJournal(nj, env); err != nil {
 		return err
 	}
 	return errors.Join(os.RemoveAll(dir.upper()), os.RemoveAll(dir.work()))

@@ -26,6 +26,13 @@ import (
 // the workspace. A workspace root that cannot be opened conflicts as a
 // whole.
 func conflicts(ws *os.File, paths []attest.Path, since time.Time) []attest.Path {
+	return conflictsBut(ws, paths, since, nil)
+}
+
+// conflictsBut is conflicts, except that an entry whose ctime is the one
+// ours records for its path (a directory a partial apply of the session
+// wrote into, stamped right after) counts as unchanged.
+func conflictsBut(ws *os.File, paths []attest.Path, since time.Time, ours map[attest.Path]int64) []attest.Path {
 	root, err := linux.OpenBeneath(int(ws.Fd()), ".", unix.O_PATH|unix.O_DIRECTORY)
 	if err != nil {
 		return []attest.Path{attest.Root}
@@ -38,6 +45,9 @@ func conflicts(ws *os.File, paths []attest.Path, since time.Time) []attest.Path 
 		st, err := statBeneath(root, p)
 		if err != nil {
 			return false, false
+		}
+		if c, ok := ours[p]; ok && c == st.CtimeNS {
+			return false, true
 		}
 		// A ctime in whole seconds may come from a filesystem that keeps
 		// no finer times: within the launch's second it may be later.

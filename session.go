@@ -458,7 +458,7 @@ func (s *session) writeLaunch(id string, ready nsrun.Ready) error {
 		return fmt.Errorf("sign launch record: %w", err)
 	}
 	s.rec = sessionRecord{ID: id, Workspace: s.ws, Out: s.out, PublicKey: s.cfg.Key.Public(),
-		Launched: launched.UnixNano(), Started: lr.Started}
+		Launched: launched.UnixNano(), Started: lr.Started, GitHead: readGitHead(s.wsDir)}
 	if err := s.dir.writeRecord(s.rec); err != nil {
 		return err
 	}

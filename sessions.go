@@ -38,6 +38,16 @@ type SessionInfo struct {
 	ToApply int `json:"to_apply"`
 	// Skipped are the paths an apply left out (a partly applied session).
 	Skipped []attest.Path `json:"skipped,omitempty"`
+	// Applied and Discarded count the changes applies and discards of
+	// parts (ApplyOptions.Only, Except; DiscardPart) settled; Staged
+	// counts those still staged while the session is.
+	Applied   int `json:"applied,omitempty"`
+	Discarded int `json:"discarded,omitempty"`
+	Staged    int `json:"staged,omitempty"`
+	// GitBranch and GitCommit name the commit the change set was
+	// applied to (Store.ApplyToGitBranch).
+	GitBranch string `json:"git_branch,omitempty"`
+	GitCommit string `json:"git_commit,omitempty"`
 	// Detail says what to do next, when there is something to do.
 	Detail string `json:"detail,omitempty"`
 }
@@ -114,6 +124,10 @@ func (s *Store) info(d sessionDir, r sessionRecord) SessionInfo {
 		}
 	}
 	j, _ := d.readJournal()
+	if j != nil {
+		info.Applied, info.Discarded = len(j.Applied), len(j.Discarded)
+		info.GitBranch, info.GitCommit = j.GitBranch, j.GitCommit
+	}
 	switch {
 	case live:
 		info.State = StateRunning
@@ -126,7 +140,11 @@ func (s *Store) info(d sessionDir, r sessionRecord) SessionInfo {
 		info.State = StateDiscarded
 	case j != nil && j.State == journalApplying:
 		info.State, info.Detail = StateInterrupted, fmt.Sprintf("an apply stopped part way: `layerseal apply %s` finishes it", r.ID)
+	case st != nil && j != nil && j.State == journalPartial:
+		info.Staged = max(info.ToApply-info.Applied-info.Discarded, 0)
+		info.State, info.Detail = StateStaged, fmt.Sprintf("partly settled: %d change(s) applied, %d discarded, %d still staged: `layerseal diff %s` shows them", info.Applied, info.Discarded, info.Staged, r.ID)
 	case st != nil:
+		info.Staged = info.ToApply
 		info.State, info.Detail = StateStaged, fmt.Sprintf("`layerseal diff %s`, then `layerseal apply %s` or `layerseal discard %s`", r.ID, r.ID, r.ID)
 	default:
 		info.State, info.Detail = StateInterrupted, fmt.Sprintf("its supervisor ended before signing a statement: `layerseal recover --key KEY %s`", r.ID)

@@ -82,6 +82,10 @@ type sessionRecord struct {
 	// Started is when the session began (the supervisor's clock): an
 	// output dir names its newest session.
 	Started time.Time `json:"started"`
+	// GitHead is the HEAD of the git repository the workspace is, read
+	// before the agent started (nil when it is none): the parent of a
+	// commit Store.ApplyToGitBranch makes.
+	GitHead *gitHead `json:"git_head,omitempty"`
 }
 
 // sessionDir is where one session keeps its overlay layers.

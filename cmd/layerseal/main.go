@@ -65,6 +65,8 @@ func runCLI(ctx context.Context, args []string) int {
 		Name:    "layerseal",
 		Usage:   "run an agent over an overlay of a workspace and attest what it changed",
 		Version: versionText(),
+		// `layerseal completion bash|zsh|fish|pwsh` prints a completion script.
+		EnableShellCompletion: true,
 		Commands: []*cli.Command{
 			keygenCommand(),
 			runCommand(),

@@ -44,6 +44,8 @@ func sessionText(info *layerseal.SessionInfo) string {
 		return "session state not known here (it is in the state dir, for root: `layerseal sessions`)"
 	}
 	switch {
+	case info.State == layerseal.StateApplied && info.Discarded > 0:
+		return fmt.Sprintf("settled: %d change(s) applied, %d discarded", info.Applied, info.Discarded)
 	case info.State == layerseal.StateApplied && len(info.Skipped) > 0:
 		skipped := make([]string, len(info.Skipped))
 		for i, p := range info.Skipped {
@@ -52,6 +54,12 @@ func sessionText(info *layerseal.SessionInfo) string {
 		return fmt.Sprintf("partly applied: all but %s (and what lies beneath)", strings.Join(skipped, ", "))
 	case info.State == layerseal.StateApplied:
 		return fmt.Sprintf("applied: %d change(s)", info.ToApply)
+	case info.GitCommit != "" && info.State == layerseal.StateApplied:
+		return fmt.Sprintf("applied to git branch %s (commit %s): %d change(s)", strings.TrimPrefix(info.GitBranch, "refs/heads/"), info.GitCommit, info.Applied)
+	case info.GitCommit != "":
+		return fmt.Sprintf("partly applied to git branch %s (commit %s): %d change(s); %d still staged", strings.TrimPrefix(info.GitBranch, "refs/heads/"), info.GitCommit, info.Applied, info.Staged)
+	case info.State == layerseal.StateStaged && info.Applied+info.Discarded > 0:
+		return fmt.Sprintf("partly settled: %d change(s) applied, %d discarded, %d still staged", info.Applied, info.Discarded, info.Staged)
 	case info.State == layerseal.StateStaged:
 		return fmt.Sprintf("staged: %d change(s) not applied yet", info.ToApply)
 	}

@@ -27,6 +27,7 @@ func sessionsCommand() *cli.Command {
 			&cli.BoolFlag{Name: "prune", Usage: "remove the records of finished (applied or discarded) sessions, never a running one; output dirs stay"},
 			&cli.StringFlag{Name: "older-than", Usage: "with --prune: only sessions that finished longer ago than this (90m, 36h, 7d)"},
 			&cli.BoolFlag{Name: "force", Usage: "with --prune: remove staged and interrupted sessions too, with their change sets"},
+			colorFlag(),
 		},
 		Action: func(_ context.Context, cmd *cli.Command) error {
 			if cmd.NArg() != 0 {
@@ -61,7 +62,7 @@ func sessionsCommand() *cli.Command {
 				printJSON(list)
 				return nil
 			}
-			writeSessions(os.Stdout, list)
+			writeSessions(os.Stdout, list, useColor(cmd))
 			return nil
 		},
 	}
@@ -69,9 +70,17 @@ func sessionsCommand() *cli.Command {
 
 // writeSessions prints one aligned line per session under a header, and
 // under it what to do next where there is something to do.
-func writeSessions(w io.Writer, list []layerseal.SessionInfo) {
+// With color the state is coloured: every colour escape is 5 bytes and the
+// reset 3, the header's too, so the columns stay aligned.
+func writeSessions(w io.Writer, list []layerseal.SessionInfo, color bool) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tSTATE\tWORKSPACE\tSTARTED\tENDED\tCHANGES\tOUT")
+	paint := func(code, s string) string {
+		if !color {
+			return s
+		}
+		return "\x1b[" + code + "m" + s + "\x1b[m"
+	}
+	fmt.Fprintf(tw, "ID\t%s\tWORKSPACE\tSTARTED\tENDED\tCHANGES\tOUT\n", paint("39", "STATE"))
 	stamp := func(t time.Time) string {
 		if t.IsZero() {
 			return "-"
@@ -83,7 +92,11 @@ func writeSessions(w io.Writer, list []layerseal.SessionInfo) {
 		if len(s.Skipped) > 0 {
 			state += " (partly)"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", s.ID, state, attest.Path(s.Workspace), stamp(s.Started), stamp(s.Ended), s.Changes, attest.Path(s.Out))
+		code := map[string]string{layerseal.StateRunning: "36", layerseal.StateStaged: "33", layerseal.StateApplied: "32"}[s.State]
+		if code == "" {
+			code = "31"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", s.ID, paint(code, state), attest.Path(s.Workspace), stamp(s.Started), stamp(s.Ended), s.Changes, attest.Path(s.Out))
 	}
 	tw.Flush()
 	for _, s := range list {

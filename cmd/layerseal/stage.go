@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"strings"
 
 	"github.com/urfave/cli/v3"
 	"golang.org/x/sys/unix"
@@ -71,8 +70,21 @@ func applyCommand() *cli.Command {
 			stateDirFlag(),
 			&cli.BoolFlag{Name: "force", Usage: "overwrite the named PATHs although they changed in the workspace since the launch (no PATH: every one, and violations the sweep could not revert)"},
 			&cli.BoolFlag{Name: "skip", Usage: "leave the named PATHs, and what lies beneath them, out of the apply"},
+			&cli.StringSliceFlag{Name: "only", Usage: "apply only the changes this `GLOB` matches (and what lies beneath them; repeat for more); the rest stays staged"},
+			&cli.StringSliceFlag{Name: "except", Usage: "apply all but the changes this `GLOB` matches (and what lies beneath them; repeat for more); those stay staged"},
+			&cli.StringFlag{Name: "git-branch", Usage: "write the change set as one commit on the new git branch `NAME` (parent: HEAD at launch) instead of the workspace; the working tree, index and checked-out branch are left alone"},
 		},
 		Action: func(ctx context.Context, cmd *cli.Command) error {
+			if b := cmd.String("git-branch"); b != "" {
+				if cmd.NArg() != 1 || cmd.Bool("force") || cmd.Bool("skip") || len(cmd.StringSlice("only")) > 0 || len(cmd.StringSlice("except")) > 0 {
+					return usageErr("usage: layerseal apply --git-branch NAME OUT|SESSION-ID")
+				}
+				return applyGitBranch(cmd, b)
+			}
+			only, except := cmd.StringSlice("only"), cmd.StringSlice("except")
+			if (len(only) > 0 || len(except) > 0) && (cmd.NArg() != 1 || cmd.Bool("skip") || len(only) > 0 && len(except) > 0) {
+				return usageErr("usage: layerseal apply [--force] --only GLOB... | --except GLOB... OUT (no PATH, no --skip; one of --only and --except)")
+			}
 			if cmd.NArg() < 1 || cmd.Bool("force") && cmd.Bool("skip") || cmd.Bool("skip") && cmd.NArg() < 2 {
 				return usageErr("usage: layerseal apply [--force | --skip] OUT [PATH...] (--skip needs at least one PATH)")
 			}
@@ -82,13 +94,9 @@ func applyCommand() *cli.Command {
 			if err := needRoot("apply"); err != nil {
 				return err
 			}
-			var paths []attest.Path
-			for _, a := range cmd.Args().Slice()[1:] {
-				var p attest.Path
-				if err := p.UnmarshalText([]byte(strings.TrimPrefix(strings.TrimSuffix(a, "/"), "./"))); err != nil {
-					return usageErr("apply: path %q: %v", a, err)
-				}
-				paths = append(paths, p)
+			paths, err := parsePaths("apply", cmd.Args().Slice()[1:])
+			if err != nil {
+				return err
 			}
 			// An interrupt stops the apply at its next step, which is
 			// journaled: the error says how to finish it.
@@ -106,6 +114,7 @@ func applyCommand() *cli.Command {
 				left++
 				fmt.Fprintf(os.Stderr, "layerseal: left %s as it is: %s\n", p, printable(why))
 			}}
+			opt.Only, opt.Except = only, except
 			switch {
 			case cmd.Bool("force") && len(paths) == 0:
 				opt.Force = true
@@ -120,6 +129,9 @@ func applyCommand() *cli.Command {
 				return exitWith(exitFailed, err)
 			}
 			msg := fmt.Sprintf("layerseal: applied %d change(s) and %d excluded subtree(s)", len(st.AppliedEntries())-left, len(st.Excluded))
+			if len(only) > 0 || len(except) > 0 {
+				msg = "layerseal: applied the chosen part; " + sessionText(sessionOf(cmd.String("state-dir"), st))
+			}
 			if len(opt.Skip) > 0 {
 				msg = fmt.Sprintf("layerseal: partly applied: everything but %d skipped path(s) and what lies beneath them (kept in the state dir)", len(opt.Skip))
 			}
@@ -143,8 +155,24 @@ func discardCommand() *cli.Command {
 		Flags: []cli.Flag{
 			stateDirFlag(),
 			&cli.BoolFlag{Name: "force", Usage: "discard even after an apply stopped part way"},
+			&cli.StringSliceFlag{Name: "only", Usage: "discard only the changes this `GLOB` matches (and what lies beneath them; repeat for more); the rest stays staged"},
 		},
 		Action: func(_ context.Context, cmd *cli.Command) error {
+			if only := cmd.StringSlice("only"); len(only) > 0 {
+				if cmd.NArg() != 1 || cmd.Bool("force") {
+					return usageErr("usage: layerseal discard --only GLOB... OUT|SESSION-ID")
+				}
+				if err := needRoot("discard"); err != nil {
+					return err
+				}
+				n, err := storeOf(cmd).DiscardPart(cmd.Args().First(), only)
+				if err != nil {
+					return exitWith(exitFailed, err)
+				}
+				info, _ := storeOf(cmd).Session(cmd.Args().First())
+				fmt.Fprintf(os.Stderr, "layerseal: discarded %d change(s); %s\n", n, sessionText(info))
+				return nil
+			}
 			if cmd.NArg() != 1 {
 				return usageErr("usage: layerseal discard [--force] OUT|SESSION-ID")
 			}
@@ -200,13 +228,19 @@ func diffCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "diff",
 		Usage:     "show the change set a session would apply: `diff OUT` for a staged session; `diff A B` between two checkpoints (or a checkpoint and the statement) of one session",
-		ArgsUsage: "OUT|SESSION-ID | A B",
-		Flags: []cli.Flag{
+		ArgsUsage: "OUT|SESSION-ID | A B | --patch|--stat OUT [PATH...]",
+		Flags: append([]cli.Flag{
 			stateDirFlag(),
 			&cli.BoolFlag{Name: "json", Usage: "print JSON"},
 			&cli.StringFlag{Name: "key", Usage: "with A B: verify both with this public key"},
-		},
+		}, reviewFlags()...),
 		Action: func(_ context.Context, cmd *cli.Command) error {
+			if wantsReview(cmd) {
+				if cmd.NArg() < 1 || cmd.Bool("json") {
+					return usageErr("usage: layerseal diff --patch|--stat OUT|SESSION-ID [PATH...]")
+				}
+				return diffReview(cmd)
+			}
 			if cmd.NArg() == 2 {
 				return diffArtifacts(cmd)
 			}
@@ -218,7 +252,7 @@ func diffCommand() *cli.Command {
 			}
 			st, err := storeOf(cmd).Staged(cmd.Args().First())
 			if err != nil {
-				if errors.Is(err, layerseal.ErrAlreadyApplied) || errors.Is(err, layerseal.ErrDiscarded) {
+				if errorsIsClosed(err) {
 					return exitWith(exitFailed, fmt.Errorf("%w: no staged change set (`layerseal show %s/%s` shows the statement)", err, cmd.Args().First(), layerseal.StatementFile))
 				}
 				return exitWith(exitFailed, err)
@@ -227,10 +261,24 @@ func diffCommand() *cli.Command {
 				printJSON(stagedJSON(st))
 				return nil
 			}
-			writeStaged(os.Stdout, st)
+			digest := statementDigest
+			if r, err := storeOf(cmd).OpenReview(cmd.Args().First()); err == nil {
+				defer r.Close()
+				digest = r.OldDigest
+			}
+			if cmd.Bool("summary") {
+				return writeSummary(os.Stdout, st.AppliedEntries())
+			}
+			writeStaged(os.Stdout, st, cmd.Bool("all"), useColor(cmd), digest)
 			return nil
 		},
 	}
+}
+
+// errorsIsClosed reports whether err says the session was applied or
+// discarded already.
+func errorsIsClosed(err error) bool {
+	return errors.Is(err, layerseal.ErrAlreadyApplied) || errors.Is(err, layerseal.ErrDiscarded)
 }
 
 type excludedJSON struct {
@@ -263,12 +311,11 @@ func stagedJSON(st *attest.Statement) map[string]any {
 	return m
 }
 
-// writeStaged prints one line per change to apply (as show does), one per
+// writeStaged prints one line per change to apply (writeChanges, as show
+// does), one per
 // excluded subtree ("X", path, counts), then the violations and reasons.
-func writeStaged(w io.Writer, st *attest.Statement) {
-	for _, e := range st.AppliedEntries() {
-		fmt.Fprintf(w, "%s  %s\n", shortCode[e.Change], e.Path)
-	}
+func writeStaged(w io.Writer, st *attest.Statement, all, color bool, oldDigest func(attest.Entry) []byte) {
+	writeChanges(w, st.AppliedEntries(), all, color, oldDigest)
 	for _, x := range st.Excluded {
 		fmt.Fprintf(w, "X  %s\t%d entries, %d bytes\n", x.Path, x.Entries, x.Bytes)
 	}

@@ -196,6 +196,8 @@ func showCommand() *cli.Command {
 			&cli.BoolFlag{Name: "json", Usage: "print one JSON object"},
 			&cli.StringFlag{Name: "key", Usage: "verify with this public `KEY.pub` first"},
 			stateDirFlag(),
+			allFlag(),
+			colorFlag(),
 		},
 		Action: func(_ context.Context, cmd *cli.Command) error {
 			if cmd.NArg() != 1 {
@@ -243,7 +245,7 @@ func showCommand() *cli.Command {
 				printJSON(m)
 				return nil
 			}
-			writeShort(os.Stdout, st, !pub.IsZero())
+			writeShort(os.Stdout, st, !pub.IsZero(), cmd.Bool("all"), useColor(cmd))
 			if a.Checkpoint == nil {
 				writeReport(os.Stdout, "# ", st, info)
 			} else {
@@ -332,13 +334,12 @@ var shortCode = map[attest.Change]string{
 	attest.TypeChange: "T",
 }
 
-// writeShort prints one line per change: code, two spaces, path in its
-// text form (bytes that are not printable are %XX-escaped), then a count
-// line (writeReport prints the rest).
-func writeShort(w io.Writer, st *attest.Statement, verified bool) {
-	for _, e := range st.Entries {
-		fmt.Fprintf(w, "%s  %s\n", shortCode[e.Change], e.Path)
-	}
+// writeShort prints one line per change (writeChanges: code, two spaces,
+// path in its text form, bytes that are not printable %XX-escaped;
+// renames and whole added or deleted directories folded unless all),
+// then a count line (writeReport prints the rest).
+func writeShort(w io.Writer, st *attest.Statement, verified, all, color bool) {
+	writeChanges(w, st.Entries, all, color, statementDigest)
 	state := "signature not checked (use --key)"
 	if verified {
 		state = "verified"

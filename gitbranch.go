@@ -1,0 +1,417 @@
+package layerseal
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/layerseal/layerseal/attest"
+	"github.com/layerseal/layerseal/internal/linux"
+	"github.com/layerseal/layerseal/review"
+)
+
+// ErrGitBranch is wrapped by ApplyToGitBranch's refusals: nothing was
+// written to the repository and the change set stays staged.
+var ErrGitBranch = errors.New("nothing was written to the repository")
+
+// GitBranchResult is what ApplyToGitBranch did.
+type GitBranchResult struct {
+	Branch string // refs/heads/NAME
+	Commit string // the commit made
+	Parent string // the workspace's HEAD at launch
+	// Committed counts the changes the commit holds (directories among
+	// them, which git holds through their files).
+	Committed int
+	// Left are the changes left out of the commit and staged, each with
+	// why: inside .git, ignored by git, or not a file git holds.
+	Left []LeftChange
+}
+
+// LeftChange is a change ApplyToGitBranch left staged.
+type LeftChange struct {
+	Path attest.Path
+	Why  string
+}
+
+// ApplyToGitBranch writes the staged change set of the session out as one
+// commit on the new branch NAME of the git repository the workspace is,
+// whose parent is the workspace's HEAD at launch, and counts what it
+// committed as applied. Its message names the session and carries the
+// trailers "Layerseal-Statement: sha256:HEX" (the signed statement's
+// digest) and "Layerseal-Session: ID". The working tree, the index and
+// the checked-out branch are left alone: the commit is made by `git
+// fast-import` (one process, streaming each file's bytes from the upper
+// layer, checked against the statement's digest), which writes objects
+// and the one new ref only.
+//
+// The upper layer is left for Prune to remove. Changes inside .git are
+// never committed, paths git ignores (`git
+// check-ignore`, the workspace's ignore rules) are left out, and so are
+// FIFOs, devices and sockets: all listed in Left and left staged.
+// Refused with nothing written (ErrGitBranch): a workspace that is not
+// the top of a git repository, a branch that exists (unless it is this
+// session's own commit, from a run that stopped before recording it:
+// then only the record is written), a session that did not record HEAD
+// at launch, a detached HEAD that moved since, and an index holding
+// staged changes.
+func (store *Store) ApplyToGitBranch(out, name string) (*GitBranchResult, error) {
+	s, err := store.openStaged(out)
+	if err != nil {
+		return nil, err
+	}
+	lock, err := s.lock(store)
+	if err != nil {
+		return nil, err
+	}
+	defer lock.release()
+	if s.j != nil && s.j.State == journalApplying {
+		return nil, fmt.Errorf("session %s: %w; run `layerseal apply %s` to finish it first", s.rec.ID, ErrInterrupted, s.rec.ID)
+	}
+	if s.j != nil && s.j.GitCommit != "" {
+		return nil, fmt.Errorf("session %s was committed to %s (commit %s) already: %w; what it left staged is applied to the workspace with `layerseal apply %s`", s.rec.ID, strings.TrimPrefix(s.j.GitBranch, "refs/heads/"), s.j.GitCommit, ErrGitBranch, out)
+	}
+	if lowerMoved(s.st.Incomplete) || unexamined(s.st.Incomplete) {
+		return nil, fmt.Errorf("parts of the change set were not examined (see the incomplete reasons): %w", ErrGitBranch)
+	}
+	ws, err := openWorkspace(s.rec.Workspace, s.launch.Lower)
+	if err != nil {
+		return nil, fmt.Errorf("%w; %w", err, ErrGitBranch)
+	}
+	defer ws.Close()
+	g := gitCmd{dir: s.rec.Workspace}
+	res := &GitBranchResult{Branch: "refs/heads/" + name}
+	if err := g.check(name, s.rec.GitHead); err != nil {
+		return nil, err
+	}
+	res.Parent = s.rec.GitHead.Commit
+	statement := fmt.Sprintf("%x", sha256.Sum256(s.env))
+	if c, _ := g.out(nil, "rev-parse", "-q", "--verify", res.Branch+"^{commit}"); c != "" {
+		msg, _ := g.out(nil, "log", "-1", "--format=%B", c)
+		if !strings.Contains(msg, "Layerseal-Session: "+s.rec.ID+"\n") || !strings.Contains(msg, "Layerseal-Statement: sha256:"+statement+"\n") {
+			return nil, fmt.Errorf("branch %q exists: %w; choose another name", name, ErrGitBranch)
+		}
+		res.Commit = c // made by an earlier run that stopped before its record
+	}
+
+	entries, err := s.entries(ws)
+	if err != nil {
+		return nil, err
+	}
+	entries = s.unsettled(entries)
+	var commit []attest.Entry
+	var candidates []string
+	for _, e := range entries {
+		switch {
+		case e.Path == ".git" || attest.Within(e.Path, ".git"):
+			res.Left = append(res.Left, LeftChange{e.Path, "inside .git: never committed"})
+		case e.New != nil && review.GitMode(e.New.Type, e.New.Mode) == 0 && e.New.Type != attest.Dir:
+			res.Left = append(res.Left, LeftChange{e.Path, "not a file git holds (a FIFO, a device or a socket)"})
+		default:
+			commit = append(commit, e)
+			if e.New != nil && e.Path != attest.Root {
+				candidates = append(candidates, string(e.Path))
+			}
+		}
+	}
+	ignored, err := g.ignored(candidates, ws, s.dir.upper(), entries)
+	if err != nil {
+		return nil, err
+	}
+	commit = slices.DeleteFunc(commit, func(e attest.Entry) bool {
+		if ignored[string(e.Path)] {
+			res.Left = append(res.Left, LeftChange{e.Path, "ignored by git"})
+			return true
+		}
+		return false
+	})
+	// A directory holding a change left staged stays staged with it, so
+	// that a later apply of what is left has it.
+	commit = slices.DeleteFunc(commit, func(e attest.Entry) bool {
+		if e.New == nil || e.New.Type != attest.Dir || e.Path == attest.Root {
+			return false
+		}
+		for _, l := range res.Left {
+			if attest.Within(l.Path, e.Path) && l.Path != e.Path {
+				res.Left = append(res.Left, LeftChange{e.Path, "holds changes left staged"})
+				return true
+			}
+		}
+		return false
+	})
+	slices.SortFunc(res.Left, func(a, b LeftChange) int { return strings.Compare(string(a.Path), string(b.Path)) })
+
+	if res.Commit == "" {
+		msg := fmt.Sprintf("layerseal: session %s\n\nThe change set of layerseal session %s, as its signed statement lists it.\n\nLayerseal-Statement: sha256:%s\nLayerseal-Session: %s\n", s.rec.ID, s.rec.ID, statement, s.rec.ID)
+		upper, err := linux.Openat(unix.AT_FDCWD, s.dir.upper(), unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC)
+		if err != nil {
+			return nil, fmt.Errorf("session %s: its upper layer: %w", s.rec.ID, unwrapPath(err))
+		}
+		defer linux.Close(upper)
+		if err := g.fastImport(res.Branch, res.Parent, msg, upper, commit); err != nil {
+			return nil, err
+		}
+		if res.Commit, err = g.out(nil, "rev-parse", "--verify", res.Branch+"^{commit}"); err != nil {
+			return nil, fmt.Errorf("the new branch %q: %w", name, err)
+		}
+	}
+	res.Committed = len(commit)
+
+	var j journal
+	if s.j != nil {
+		j = *s.j
+	}
+	j.State, j.GitBranch, j.GitCommit = journalApplied, res.Branch, res.Commit
+	for _, e := range commit {
+		j.Applied = append(j.Applied, e.Path)
+	}
+	if len(res.Left) > 0 {
+		j.State = journalPartial
+	}
+	if err := s.dir.saveJournal(j, s.env); err != nil {
+		return res, fmt.Errorf("the commit %s was made on %q, but recording it failed: %w (run the same command again to record it)", res.Commit, name, err)
+	}
+	// The upper layer stays in the state dir until `layerseal sessions
+	// --prune` removes the session: removing 10,000 files costs as much
+	// as the commit (measured), and the change set lives on as the commit.
+	return res, nil
+}
+
+// gitCmd runs git in the workspace.
+type gitCmd struct{ dir string }
+
+// out runs git with args (stdin from in, when not nil) and returns its
+// output without the trailing newline; a failure's error holds git's
+// message.
+func (g gitCmd) out(in io.Reader, args ...string) (string, error) {
+	cmd := exec.Command("git", args...)
+	cmd.Dir, cmd.Stdin = g.dir, in
+	cmd.Env = append(os.Environ(), "GIT_TERMINAL_PROMPT=0", "LC_ALL=C")
+	var out, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &stderr
+	if err := cmd.Run(); err != nil {
+		msg := strings.TrimSpace(stderr.String())
+		if msg == "" {
+			msg = err.Error()
+		}
+		return "", fmt.Errorf("git %s: %s", args[0], msg)
+	}
+	return strings.TrimSuffix(out.String(), "\n"), nil
+}
+
+// check refuses, with ErrGitBranch, what ApplyToGitBranch must not write
+// into: no repository at the workspace's top, a bad branch name, no HEAD
+// recorded at launch, a detached HEAD that moved, staged changes.
+func (g gitCmd) check(name string, launch *gitHead) error {
+	if _, err := exec.LookPath("git"); err != nil {
+		return fmt.Errorf("git is not installed: %w", ErrGitBranch)
+	}
+	top, err := g.out(nil, "rev-parse", "--show-toplevel")
+	if err != nil {
+		return fmt.Errorf("the workspace %q is not a git repository: %w", g.dir, ErrGitBranch)
+	}
+	if evalOrSelf(top) != evalOrSelf(g.dir) {
+		return fmt.Errorf("the workspace %q lies inside the git repository %q, not at its top: %w", g.dir, top, ErrGitBranch)
+	}
+	if _, err := g.out(nil, "check-ref-format", "--branch", name); err != nil || strings.HasPrefix(name, "-") {
+		return fmt.Errorf("%q is not a valid branch name: %w", name, ErrGitBranch)
+	}
+	if launch == nil {
+		return fmt.Errorf("the session did not record the repository's HEAD at launch (no commit yet, or a work tree whose .git is a file): %w", ErrGitBranch)
+	}
+	if _, err := g.out(nil, "cat-file", "-e", launch.Commit+"^{commit}"); err != nil {
+		return fmt.Errorf("the commit %s that HEAD named at launch is no longer in the repository: %w", launch.Commit, ErrGitBranch)
+	}
+	if launch.Ref == "" {
+		now, _ := g.out(nil, "rev-parse", "-q", "--verify", "HEAD")
+		if _, err := g.out(nil, "symbolic-ref", "-q", "HEAD"); err != nil && now != launch.Commit {
+			return fmt.Errorf("HEAD is detached and moved since the launch (%s then, %s now): check out %s first, or commit the change set by hand: %w", launch.Commit, now, launch.Commit, ErrGitBranch)
+		}
+	}
+	if _, err := g.out(nil, "diff-index", "--cached", "--quiet", "HEAD", "--"); err != nil {
+		return fmt.Errorf("the repository's index holds staged changes (`git diff --cached` shows them): commit or unstage them first: %w", ErrGitBranch)
+	}
+	return nil
+}
+
+// ignored returns which of paths git ignores (`git check-ignore`) under
+// the ignore rules of the change set's merged view: `git check-ignore`
+// runs over a scratch work tree holding only the .gitignore files git
+// tracks in the workspace and those the change set adds or changes (read
+// beneath ws and the upper layer, no symlink followed), less those it
+// deletes, with the repository's own exclude files as they are.
+func (g gitCmd) ignored(paths []string, ws *os.File, upperDir string, entries []attest.Entry) (map[string]bool, error) {
+	out := make(map[string]bool)
+	// A path git tracks is never ignored: only the others are asked about.
+	all, err := g.out(nil, "ls-files", "-z")
+	if err != nil {
+		return nil, err
+	}
+	tracked := make(map[string]bool)
+	for _, p := range strings.Split(all, "\x00") {
+		tracked[p] = true
+	}
+	paths = slices.DeleteFunc(slices.Clone(paths), func(p string) bool { return tracked[p] })
+	if len(paths) == 0 {
+		return out, nil
+	}
+	tree, err := os.MkdirTemp("", "layerseal-ignore-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(tree)
+
+	changed := make(map[attest.Path]*attest.Entry)
+	for i := range entries {
+		if path.Base(string(entries[i].Path)) == ".gitignore" {
+			changed[entries[i].Path] = &entries[i]
+		}
+	}
+	upper, err := linux.Openat(unix.AT_FDCWD, upperDir, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC)
+	if err != nil {
+		return nil, err
+	}
+	defer linux.Close(upper)
+	put := func(p attest.Path, from int) {
+		b, err := readBeneath(from, p, 64<<10)
+		if err != nil {
+			return // not a regular file there: no rules
+		}
+		full := filepath.Join(tree, string(p))
+		if os.MkdirAll(filepath.Dir(full), 0o700) == nil {
+			os.WriteFile(full, b, 0o600)
+		}
+	}
+	for p := range tracked {
+		if path.Base(p) == ".gitignore" && changed[attest.Path(p)] == nil {
+			put(attest.Path(p), int(ws.Fd()))
+		}
+	}
+	for p, e := range changed {
+		if e.New != nil && e.New.Type == attest.File {
+			put(p, upper)
+		}
+	}
+	var in bytes.Buffer
+	for _, p := range paths {
+		in.WriteString(p)
+		in.WriteByte(0)
+	}
+	cmd := exec.Command("git", "check-ignore", "-z", "--stdin")
+	cmd.Dir, cmd.Stdin = tree, &in
+	cmd.Env = append(os.Environ(), "GIT_DIR="+filepath.Join(g.dir, ".git"), "GIT_WORK_TREE="+tree, "LC_ALL=C")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err = cmd.Run()
+	var ee *exec.ExitError
+	if err != nil && !(errors.As(err, &ee) && ee.ExitCode() == 1) { // 1: none ignored
+		return nil, fmt.Errorf("git check-ignore: %s", strings.TrimSpace(stderr.String()))
+	}
+	for _, p := range bytes.Split(stdout.Bytes(), []byte{0}) {
+		if len(p) > 0 {
+			out[string(p)] = true
+		}
+	}
+	return out, nil
+}
+
+// fastImport makes the commit with `git fast-import`: "M" with inline
+// data for each regular file (read beneath upper, no symlink followed,
+// checked against the statement's digest) and symlink, "D" for each
+// path removed, from parent onto the new ref. The stream ends in "done":
+// a stream cut short (a file that does not match, an error) writes no
+// ref.
+func (g gitCmd) fastImport(ref, parent, msg string, upper int, entries []attest.Entry) error {
+	ident, err := g.out(nil, "var", "GIT_COMMITTER_IDENT")
+	if err != nil {
+		return fmt.Errorf("%w (set user.name and user.email in git's config); %w", err, ErrGitBranch)
+	}
+	cmd := exec.Command("git", "fast-import", "--quiet", "--date-format=raw")
+	cmd.Dir = g.dir
+	cmd.Env = append(os.Environ(), "GIT_TERMINAL_PROMPT=0", "LC_ALL=C")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return err
+	}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("git fast-import: %w", err)
+	}
+	w := bufio.NewWriterSize(stdin, 1<<20)
+	buf := make([]byte, 256<<10) // one copy buffer for every file
+	werr := func() error {
+		fmt.Fprintf(w, "feature done\ncommit %s\ncommitter %s\ndata %d\n%s\nfrom %s\n", ref, ident, len(msg), msg, parent)
+		for _, e := range entries {
+			path := review.Quote(string(e.Path))
+			if e.New == nil {
+				if e.Old != nil && e.Old.Type != attest.Dir {
+					fmt.Fprintf(w, "D %s\n", path)
+				}
+				continue
+			}
+			if e.Old != nil && e.Old.Type == attest.Dir && e.New.Type != attest.Dir {
+				fmt.Fprintf(w, "D %s\n", path) // its files are listed as deleted too
+			}
+			switch e.New.Type {
+			case attest.Symlink:
+				fmt.Fprintf(w, "M 120000 inline %s\ndata %d\n%s\n", path, len(e.New.Target), e.New.Target)
+			case attest.File:
+				if err := writeBlob(w, upper, e, path, buf); err != nil {
+					return err
+				}
+			case attest.Dir:
+				if e.Old != nil && e.Old.Type != attest.Dir {
+					fmt.Fprintf(w, "D %s\n", path)
+				}
+			}
+		}
+		w.WriteString("\ndone\n")
+		return w.Flush()
+	}()
+	if werr != nil {
+		cmd.Process.Kill()
+		cmd.Wait()
+		return fmt.Errorf("%w; %w", werr, ErrGitBranch)
+	}
+	stdin.Close()
+	if err := cmd.Wait(); err != nil {
+		return fmt.Errorf("git fast-import: %s: %w", strings.TrimSpace(stderr.String()), ErrGitBranch)
+	}
+	return nil
+}
+
+// writeBlob writes e's file as a fast-import "M" command with inline
+// data, streaming it from beneath upper and checking its digest.
+func writeBlob(w *bufio.Writer, upper int, e attest.Entry, path string, buf []byte) error {
+	if e.New.SHA256 == nil {
+		return fmt.Errorf("%q was not hashed (over the digest cap): it cannot be committed as attested", string(e.Path))
+	}
+	fd, err := linux.OpenBeneath(upper, string(e.Path), unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY)
+	if err != nil {
+		return fmt.Errorf("the change set's %q: %w", string(e.Path), unwrapPath(err))
+	}
+	f := os.NewFile(uintptr(fd), string(e.Path))
+	defer f.Close()
+	mode := review.GitMode(attest.File, e.New.Mode)
+	fmt.Fprintf(w, "M %06o inline %s\ndata %d\n", mode, path, e.New.Size)
+	h := sha256.New()
+	n, err := io.CopyBuffer(io.MultiWriter(w, h), io.LimitReader(f, int64(e.New.Size)+1), buf)
+	if err != nil {
+		return fmt.Errorf("the change set's %q: %w", string(e.Path), err)
+	}
+	if uint64(n) != e.New.Size || !bytes.Equal(h.Sum(nil), e.New.SHA256) {
+		return fmt.Errorf("the change set's %q does not hold what the statement lists", string(e.Path))
+	}
+	return w.WriteByte('\n')
+}
