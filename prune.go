@@ -88,7 +88,7 @@ func (s *Store) pruneMove(opt PruneOptions) ([]Pruned, []string, error) {
 	defer g.Close()
 	pruning := filepath.Join(s.dir, pruningDir)
 	moved, _ := filepath.Glob(filepath.Join(pruning, "*"))
-	dirs, recs, err := s.records()
+	dirs, recs, _, err := s.records() // an unreadable session is never pruned
 	if err != nil {
 		return nil, moved, err
 	}

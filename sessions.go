@@ -19,6 +19,7 @@ const (
 	StateApplied     = "applied"     // applied (Skipped says when only partly)
 	StateDiscarded   = "discarded"   // dropped; the workspace was left as it was
 	StateInterrupted = "interrupted" // its supervisor or an apply of it died part way (Detail says how to go on)
+	StateUnreadable  = "unreadable"  // its record could not be read (Detail says why); it is left as it is
 )
 
 // SessionInfo is one session found in a state dir.
@@ -63,13 +64,16 @@ func (s *Store) Sessions() ([]SessionInfo, error) {
 		}
 		return nil, fmt.Errorf("state dir %q: %w", s.dir, unwrapPath(err))
 	}
-	dirs, recs, err := s.records()
+	dirs, recs, bad, err := s.records()
 	if err != nil {
 		return nil, err
 	}
 	var out []SessionInfo
 	for i, r := range recs {
 		out = append(out, s.info(dirs[i], r))
+	}
+	for _, u := range bad {
+		out = append(out, u.info())
 	}
 	sortSessions(out, func(i SessionInfo) SessionInfo { return i })
 	return out, nil

@@ -58,7 +58,7 @@ func keyMaterial(t *testing.T, pubPath string) root.TrustedMaterial {
 		t.Fatal(err)
 	}
 	sum := sha256.Sum256(der)
-	keyID := fmt.Sprintf("%x", sum)
+	keyID := fmt.Sprintf("ed25519:%x", sum) // layerseal's key id: algorithm, then the SHA-256 of the PKIX DER
 	key := root.NewExpiringKey(v, time.Time{}, time.Time{})
 	return root.NewTrustedPublicKeyMaterial(func(hint string) (root.TimeConstrainedVerifier, error) {
 		if hint != keyID {

@@ -138,14 +138,15 @@ func (d sessionDir) writeRecord(r sessionRecord) error {
 }
 
 // records reads the record of every session of the store, in no order.
-// A state dir that does not exist holds none.
-func (s *Store) records() ([]sessionDir, []sessionRecord, error) {
+// A state dir that does not exist holds none. A record that cannot be
+// read (damaged, or written by a layerseal whose formats differ) is
+// returned in bad, never dropped silently and never in the way of the
+// other sessions.
+func (s *Store) records() (dirs []sessionDir, recs []sessionRecord, bad []unreadable, err error) {
 	paths, err := filepath.Glob(filepath.Join(s.dir, "sessions", "*", "session.json"))
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	var dirs []sessionDir
-	var recs []sessionRecord
 	for _, p := range paths {
 		d := sessionDir(filepath.Dir(p))
 		r, err := d.readRecord()
@@ -153,11 +154,28 @@ func (s *Store) records() ([]sessionDir, []sessionRecord, error) {
 			continue // pruned meanwhile
 		}
 		if err != nil {
-			return nil, nil, err
+			bad = append(bad, unreadable{d, err})
+			continue
 		}
 		dirs, recs = append(dirs, d), append(recs, r)
 	}
-	return dirs, recs, nil
+	return dirs, recs, bad, nil
+}
+
+// unreadable is a session whose record could not be read.
+type unreadable struct {
+	dir sessionDir
+	err error
+}
+
+// info describes u for Sessions.
+func (u unreadable) info() SessionInfo {
+	return SessionInfo{
+		ID:    filepath.Base(string(u.dir)),
+		State: StateUnreadable,
+		Detail: fmt.Sprintf("%v; a layerseal of another version may read it; nothing of it was changed (its upper layer is %q)",
+			u.err, filepath.Join(string(u.dir), "upper")),
+	}
 }
 
 // find finds a session by ref: a session id (32 hex digits) with state
@@ -173,7 +191,7 @@ func (s *Store) find(ref string) (sessionDir, sessionRecord, error) {
 		}
 	}
 	out := evalOrSelf(absOrSelf(ref))
-	dirs, recs, err := s.records()
+	dirs, recs, bad, err := s.records()
 	if err != nil {
 		return "", sessionRecord{}, err
 	}
@@ -191,7 +209,11 @@ func (s *Store) find(ref string) (sessionDir, sessionRecord, error) {
 		if _, err := os.Stat(s.dir); err != nil {
 			return "", sessionRecord{}, fmt.Errorf("no session %q: the state dir %q: %w", ref, s.dir, unwrapPath(err))
 		}
-		return "", sessionRecord{}, fmt.Errorf("no session %q in the state dir %q: give an output dir or a session id (`layerseal sessions` lists them)", ref, s.dir)
+		more := ""
+		if len(bad) > 0 {
+			more = fmt.Sprintf("; %d session record(s) there could not be read, and `layerseal sessions` lists them too", len(bad))
+		}
+		return "", sessionRecord{}, fmt.Errorf("no session %q in the state dir %q: give an output dir or a session id (`layerseal sessions` lists them)%s", ref, s.dir, more)
 	}
 	return best, bestRec, nil
 }
