@@ -47,7 +47,7 @@ func verifyCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			path := cmd.Args().First()
+			path, out := artifactArg(cmd.Args().First())
 			env, err := attest.ReadArtifact(path)
 			if err != nil {
 				return exitWith(exitFailed, err)
@@ -65,7 +65,12 @@ func verifyCommand() *cli.Command {
 				return usageErr("verify: --session is for a proof bundle, an export or a head; a statement or checkpoint names its session in what verify prints")
 			}
 			opts := attest.VerifyOptions{Checkpoints: cmd.String("checkpoints")}
-			if l := cmd.String("launch"); l != "" {
+			if l := cmd.String("launch"); l == "" && out != "" {
+				// An output dir: its statement bound to its launch record.
+				if opts.Launch, err = attest.ReadArtifact(filepath.Join(out, attest.LaunchFile)); err != nil {
+					return exitWith(exitFailed, err)
+				}
+			} else if l != "" {
 				if opts.Launch, err = attest.ReadArtifact(l); err != nil {
 					return exitWith(exitFailed, err)
 				}
@@ -191,7 +196,7 @@ func showCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "show",
 		Usage:     "summarise a statement, a checkpoint or a launch record (a statement like `git status --short`; --key also verifies it)",
-		ArgsUsage: "STATEMENT|CHECKPOINT|LAUNCH",
+		ArgsUsage: "STATEMENT|CHECKPOINT|LAUNCH|OUT",
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "json", Usage: "print one JSON object"},
 			&cli.StringFlag{Name: "key", Usage: "verify with this public `KEY.pub` first"},
@@ -201,7 +206,7 @@ func showCommand() *cli.Command {
 		},
 		Action: func(_ context.Context, cmd *cli.Command) error {
 			if cmd.NArg() != 1 {
-				return usageErr("usage: layerseal show [--json] [--key KEY.pub] STATEMENT|CHECKPOINT|LAUNCH")
+				return usageErr("usage: layerseal show [--json] [--key KEY.pub] STATEMENT|CHECKPOINT|LAUNCH|OUT")
 			}
 			var pub attest.PublicKey
 			if k := cmd.String("key"); k != "" {
@@ -211,7 +216,7 @@ func showCommand() *cli.Command {
 				}
 				pub = p
 			}
-			path := cmd.Args().First()
+			path, _ := artifactArg(cmd.Args().First())
 			env, err := attest.ReadArtifact(path)
 			if err != nil {
 				return exitWith(exitFailed, err)
@@ -437,4 +442,13 @@ func verifyReceipt(cmd *cli.Command) error {
 		return exitWith(exitIncomplete, nil)
 	}
 	return nil
+}
+
+// artifactArg is the file an artifact argument names: the file itself, or
+// for a run's output dir its statement (and out is that dir).
+func artifactArg(arg string) (path, out string) {
+	if fi, err := os.Stat(arg); err == nil && fi.IsDir() {
+		return filepath.Join(arg, attest.StatementFile), arg
+	}
+	return arg, ""
 }
