@@ -195,3 +195,58 @@ func TestPruneFinishesEarlierPrune(t *testing.T) {
 	}
 	f.prune(PruneOptions{}) // checks the pruning dir is empty after
 }
+
+// TestUnreadableRecord: a session whose record cannot be read (damaged,
+// or written by a layerseal whose key form differs) is listed as
+// unreadable with where its upper layer is, is never pruned even with
+// Force, and does not stop finding, listing or pruning the others.
+func TestUnreadableRecord(t *testing.T) {
+	f := newStoreFixture(t)
+	old := time.Now().Add(-48 * time.Hour)
+	good := f.session(StateApplied, old)
+	bad := f.session(StateApplied, old)
+	rec := filepath.Join(string(f.store.session(bad)), "session.json")
+	b, err := os.ReadFile(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The key as a bare ed25519 key, as records held it before keys
+	// named their algorithm.
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	m["public_key"] = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="
+	b, _ = json.Marshal(m)
+	if err := os.WriteFile(rec, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	list, err := f.store.Sessions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	states := map[string]SessionInfo{}
+	for _, s := range list {
+		states[s.ID] = s
+	}
+	if s := states[bad]; s.State != StateUnreadable || !strings.Contains(s.Detail, "upper") {
+		t.Errorf("unreadable session listed as %+v", s)
+	}
+	if s := states[good]; s.State != StateApplied {
+		t.Errorf("readable session listed as %+v", s)
+	}
+	if _, err := f.store.Session(filepath.Join(filepath.Dir(f.ws), "out-"+good)); err != nil {
+		t.Errorf("finding a session by its output dir beside an unreadable one: %v", err)
+	}
+	if _, err := f.store.Session(bad); err == nil {
+		t.Error("the unreadable session was found by its id")
+	}
+	removed, _ := f.prune(PruneOptions{Force: true})
+	if _, ok := removed[good]; !ok {
+		t.Error("the readable applied session was not pruned")
+	}
+	if _, err := os.Lstat(rec); err != nil {
+		t.Errorf("the unreadable session was pruned: %v", err)
+	}
+}

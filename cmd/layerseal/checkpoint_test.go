@@ -107,6 +107,13 @@ while [ ! -e SYNC/go2 ]; do sleep 0.05; done`, "SYNC", sync)
 	if got := e.cliCheck(0, "verify", "--key", e.pub, "--launch", filepath.Join(out, "launch.json"), statement); !strings.Contains(got, "checkpoint chain: 3 checkpoint(s)") {
 		t.Errorf("verify statement: %s", got)
 	}
+	// The output dir stands for its statement, bound to its launch record.
+	if got := e.cliCheck(0, "verify", "--key", e.pub, out); !strings.Contains(got, "checkpoint chain: 3 checkpoint(s)") {
+		t.Errorf("verify OUT: %s", got)
+	}
+	if got, want := e.cliCheck(0, "show", out), e.cliCheck(0, "show", statement); got != want {
+		t.Errorf("show OUT:\n%s\nshow STATEMENT:\n%s", got, want)
+	}
 	var d struct {
 		Changes []struct {
 			Path   attest.Path   `json:"path"`
