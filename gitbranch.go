@@ -7,12 +7,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
+	"os/user"
 	"path"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 
@@ -89,7 +93,7 @@ func (store *Store) ApplyToGitBranch(out, name string) (*GitBranchResult, error)
 		return nil, fmt.Errorf("%w; %w", err, ErrGitBranch)
 	}
 	defer ws.Close()
-	g := gitCmd{dir: s.rec.Workspace}
+	g := newGitCmd(s.rec.Workspace)
 	res := &GitBranchResult{Branch: "refs/heads/" + name}
 	if err := g.check(name, s.rec.GitHead); err != nil {
 		return nil, err
@@ -187,16 +191,71 @@ func (store *Store) ApplyToGitBranch(out, name string) (*GitBranchResult, error)
 	return res, nil
 }
 
-// gitCmd runs git in the workspace.
-type gitCmd struct{ dir string }
+// gitCmd runs git in the workspace, as the owner of its repository.
+type gitCmd struct {
+	dir   string
+	owner *syscall.Credential // nil: as this process
+	home  string              // the owner's home directory, when owner is set
+}
+
+// newGitCmd runs git in dir. When this process is root and the
+// repository (dir/.git, else dir) belongs to another user, git runs as
+// that user, with their home directory: the objects and ref it writes are
+// theirs, as if they had run git themselves (root-owned files in a user's
+// repository break their later git commands), git's refusal of a
+// repository of another owner does not apply, and anything the
+// repository's own configuration runs, runs as its owner, never as root.
+func newGitCmd(dir string) gitCmd {
+	g := gitCmd{dir: dir}
+	fi, err := os.Lstat(filepath.Join(dir, ".git"))
+	if err != nil {
+		fi, err = os.Lstat(dir)
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if err != nil || !ok || os.Geteuid() != 0 || st.Uid == 0 {
+		return g
+	}
+	g.owner = &syscall.Credential{Uid: st.Uid, Gid: st.Gid, NoSetGroups: true}
+	g.home = "/nonexistent"
+	if u, err := user.LookupId(strconv.FormatUint(uint64(st.Uid), 10)); err == nil && u.HomeDir != "" {
+		g.home = u.HomeDir
+	}
+	return g
+}
+
+// command is git with args in the workspace, as its owner.
+func (g gitCmd) command(env []string, args ...string) *exec.Cmd {
+	cmd := exec.Command("git", args...)
+	cmd.Dir = g.dir
+	cmd.Env = append(os.Environ(), "GIT_TERMINAL_PROMPT=0", "LC_ALL=C")
+	if g.owner != nil {
+		cmd.Env = append(cmd.Env, "HOME="+g.home)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: g.owner}
+	}
+	cmd.Env = append(cmd.Env, env...)
+	return cmd
+}
+
+// give hands the files beneath dir, which this process made for git to
+// read, to the user git runs as.
+func (g gitCmd) give(dir string) error {
+	if g.owner == nil {
+		return nil
+	}
+	return filepath.WalkDir(dir, func(p string, _ fs.DirEntry, err error) error {
+		if err == nil {
+			err = os.Lchown(p, int(g.owner.Uid), int(g.owner.Gid))
+		}
+		return err
+	})
+}
 
 // out runs git with args (stdin from in, when not nil) and returns its
 // output without the trailing newline; a failure's error holds git's
 // message.
 func (g gitCmd) out(in io.Reader, args ...string) (string, error) {
-	cmd := exec.Command("git", args...)
-	cmd.Dir, cmd.Stdin = g.dir, in
-	cmd.Env = append(os.Environ(), "GIT_TERMINAL_PROMPT=0", "LC_ALL=C")
+	cmd := g.command(nil, args...)
+	cmd.Stdin = in
 	var out, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &stderr
 	if err := cmd.Run(); err != nil {
@@ -307,9 +366,11 @@ func (g gitCmd) ignored(paths []string, ws *os.File, upperDir string, entries []
 		in.WriteString(p)
 		in.WriteByte(0)
 	}
-	cmd := exec.Command("git", "check-ignore", "-z", "--stdin")
+	if err := g.give(tree); err != nil {
+		return nil, err
+	}
+	cmd := g.command([]string{"GIT_DIR=" + filepath.Join(g.dir, ".git"), "GIT_WORK_TREE=" + tree}, "check-ignore", "-z", "--stdin")
 	cmd.Dir, cmd.Stdin = tree, &in
-	cmd.Env = append(os.Environ(), "GIT_DIR="+filepath.Join(g.dir, ".git"), "GIT_WORK_TREE="+tree, "LC_ALL=C")
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err = cmd.Run()
@@ -334,11 +395,9 @@ func (g gitCmd) ignored(paths []string, ws *os.File, upperDir string, entries []
 func (g gitCmd) fastImport(ref, parent, msg string, upper int, entries []attest.Entry) error {
 	ident, err := g.out(nil, "var", "GIT_COMMITTER_IDENT")
 	if err != nil {
-		return fmt.Errorf("%w (set user.name and user.email in git's config); %w", err, ErrGitBranch)
+		return fmt.Errorf("%w (set user.name and user.email in git's config: the repository's own, or its owner's, as git runs as the owner of the repository); %w", err, ErrGitBranch)
 	}
-	cmd := exec.Command("git", "fast-import", "--quiet", "--date-format=raw")
-	cmd.Dir = g.dir
-	cmd.Env = append(os.Environ(), "GIT_TERMINAL_PROMPT=0", "LC_ALL=C")
+	cmd := g.command(nil, "fast-import", "--quiet", "--date-format=raw")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	stdin, err := cmd.StdinPipe()

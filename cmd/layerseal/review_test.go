@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/layerseal/layerseal/internal/treediff"
@@ -17,7 +18,7 @@ import (
 // gitIn runs git in dir and fails the test when it fails.
 func gitIn(t *testing.T, dir string, args ...string) string {
 	t.Helper()
-	cmd := exec.Command("git", append([]string{"-c", "user.name=t", "-c", "user.email=t@t", "-c", "init.defaultBranch=main"}, args...)...)
+	cmd := exec.Command("git", append([]string{"-c", "user.name=t", "-c", "user.email=t@t", "-c", "init.defaultBranch=main", "-c", "safe.directory=*"}, args...)...)
 	cmd.Dir = dir
 	var out, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &stderr
@@ -253,6 +254,62 @@ func repoState(t *testing.T, dir string) string {
 // left staged and listed; an existing branch, a second --git-branch, a
 // workspace that is no repository, a detached HEAD that moved and a
 // dirty index are refused with nothing written.
+// TestApplyGitBranchAsOwner: in a repository of another user, git runs
+// as that user (as root it would refuse the repository, and would leave
+// root-owned objects in it): the branch is made, under the owner's
+// identity, and nothing in .git belongs to root.
+func TestApplyGitBranchAsOwner(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Fatalf("git is needed for this test: %v", err)
+	}
+	e := newEnv(t)
+	const owner = 65534 // nobody
+	for d := e.ws; d != filepath.Dir(d) && strings.HasPrefix(d, os.TempDir()+"/"); d = filepath.Dir(d) {
+		if err := os.Chmod(d, 0o755); err != nil { // the owner reaches the repository
+			t.Fatal(err)
+		}
+	}
+	write(t, e.ws, map[string]string{"a": "a\n"})
+	gitIn(t, e.ws, "init", "-q")
+	gitIn(t, e.ws, "config", "user.name", "Owner")
+	gitIn(t, e.ws, "config", "user.email", "owner@example.com")
+	gitIn(t, e.ws, "add", "-A")
+	gitIn(t, e.ws, "commit", "-qm", "base")
+	chownTree := func(uid int) {
+		t.Helper()
+		err := filepath.WalkDir(e.ws, func(p string, _ fs.DirEntry, err error) error {
+			if err == nil {
+				err = os.Lchown(p, uid, uid)
+			}
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	chownTree(owner)
+	defer chownTree(0) // for the temporary dir's removal
+	out, _ := e.stagedRun("s", "echo b > a; echo c > c")
+	if code, _, stderr := e.cli("apply", "--state-dir", e.state, "--git-branch", "agent", out); code != 0 {
+		t.Fatalf("apply --git-branch in a repository of uid %d: exit %d\n%s", owner, code, stderr)
+	}
+	if got := gitIn(t, e.ws, "log", "-1", "--format=%an <%ae>", "agent"); got != "Owner <owner@example.com>\n" {
+		t.Errorf("the commit's author is %q, want the repository's identity", got)
+	}
+	if got := gitIn(t, e.ws, "ls-tree", "-r", "--name-only", "agent"); got != "a\nc\n" {
+		t.Errorf("the commit holds:\n%s", got)
+	}
+	filepath.WalkDir(filepath.Join(e.ws, ".git"), func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi, err := d.Info(); err == nil && fi.Sys().(*syscall.Stat_t).Uid != owner {
+			t.Errorf("%s belongs to uid %d, not to the repository's owner", p, fi.Sys().(*syscall.Stat_t).Uid)
+		}
+		return nil
+	})
+}
+
 func TestApplyGitBranch(t *testing.T) {
 	if _, err := exec.LookPath("git"); err != nil {
 		t.Fatalf("git is needed for this test: %v", err)
