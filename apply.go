@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/layerseal/layerseal/attest"
+	"github.com/layerseal/layerseal/internal/atomicfile"
 	"github.com/layerseal/layerseal/internal/linux"
 	"github.com/layerseal/layerseal/overlay"
 )
@@ -156,7 +157,7 @@ func (d sessionDir) saveJournal(j journal, env []byte) error {
 	if err != nil {
 		return err
 	}
-	if err := writeFileAtomic(d.journal(), b, 0o600); err != nil {
+	if err := atomicfile.Write(d.journal(), b, 0o600); err != nil {
 		return err
 	}
 	return syncDir(string(d))
@@ -171,7 +172,7 @@ func (d sessionDir) writePlan(entries []attest.Entry) error {
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(filepath.Join(string(d), planFile), b, 0o600)
+	return atomicfile.Write(filepath.Join(string(d), planFile), b, 0o600)
 }
 
 func (d sessionDir) readPlan() ([]attest.Entry, error) {

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 
 	"github.com/layerseal/layerseal/attest"
+	"github.com/layerseal/layerseal/internal/atomicfile"
 )
 
 // Recover attests a session whose supervisor died before it wrote a
@@ -96,22 +97,22 @@ func (s *Store) Recover(out string, key *attest.Signer) (*attest.Statement, erro
 	if err != nil {
 		return nil, fmt.Errorf("sign statement: %w", err)
 	}
-	if err := writeFileAtomic(filepath.Join(string(dir), StatementFile), b, 0o600); err != nil {
+	if err := atomicfile.Write(filepath.Join(string(dir), StatementFile), b, 0o600); err != nil {
 		return nil, err
 	}
 	if _, err := os.Lstat(filepath.Join(abs, LaunchFile)); err != nil {
-		if err := writeFileAtomic(filepath.Join(abs, LaunchFile), launchEnv, 0o644); err != nil {
+		if err := atomicfile.Write(filepath.Join(abs, LaunchFile), launchEnv, 0o644); err != nil {
 			return nil, err
 		}
 	}
-	if err := writeFileAtomic(filepath.Join(abs, StatementFile), b, 0o644); err != nil {
+	if err := atomicfile.Write(filepath.Join(abs, StatementFile), b, 0o644); err != nil {
 		return nil, err
 	}
 	var errs []error
-	if err := writeHead(key, attest.HeadOf(st), filepath.Join(abs, attest.HeadFile(StatementFile)), writeFileAtomic); err != nil {
+	if err := writeHead(key, attest.HeadOf(st), filepath.Join(abs, attest.HeadFile(StatementFile)), atomicfile.Write); err != nil {
 		errs = append(errs, fmt.Errorf("%w: %v", ErrHeadNotWritten, err))
 	}
-	if err := writeSigstore(key, b, filepath.Join(abs, SigstoreFile), writeFileAtomic); err != nil {
+	if err := writeSigstore(key, b, filepath.Join(abs, SigstoreFile), atomicfile.Write); err != nil {
 		errs = append(errs, err)
 	}
 	return st, errors.Join(errs...)

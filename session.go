@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/layerseal/layerseal/attest"
+	"github.com/layerseal/layerseal/internal/atomicfile"
 	"github.com/layerseal/layerseal/internal/linux"
 	"github.com/layerseal/layerseal/nsrun"
 	"github.com/layerseal/layerseal/overlay"
@@ -462,11 +463,11 @@ func (s *session) writeLaunch(id string, ready nsrun.Ready) error {
 	if err := s.dir.writeRecord(s.rec); err != nil {
 		return err
 	}
-	if err := writeFileAtomic(filepath.Join(string(s.dir), LaunchFile), b, 0o600); err != nil {
+	if err := atomicfile.Write(filepath.Join(string(s.dir), LaunchFile), b, 0o600); err != nil {
 		return err
 	}
 	s.launch, s.launchRec, s.sandbox = b, lr, ready.Sandbox
-	return writeFileAtomic(filepath.Join(s.out, LaunchFile), b, 0o644)
+	return atomicfile.Write(filepath.Join(s.out, LaunchFile), b, 0o644)
 }
 
 // finish attests the upper layer, writes the statement and applies it.
@@ -539,16 +540,16 @@ func (s *session) finish(id string, res nsrun.Result, lostEnd bool) (*RunResult,
 	}
 	// The output dir first: the agent may have filled the state dir's
 	// filesystem, and the statement must exist somewhere.
-	if err := writeFileAtomic(filepath.Join(s.out, StatementFile), b, 0o644); err != nil {
+	if err := atomicfile.Write(filepath.Join(s.out, StatementFile), b, 0o644); err != nil {
 		return out, fmt.Errorf("%w; the change set is kept in %s", err, s.dir)
 	}
-	if err := writeFileAtomic(filepath.Join(string(s.dir), StatementFile), b, 0o600); err != nil {
+	if err := atomicfile.Write(filepath.Join(string(s.dir), StatementFile), b, 0o600); err != nil {
 		s.log("keeping a copy of the statement in the state dir: %v", err)
 	}
-	if err := writeHead(s.cfg.Key, attest.HeadOf(st), filepath.Join(s.out, attest.HeadFile(StatementFile)), writeFileAtomic); err != nil {
+	if err := writeHead(s.cfg.Key, attest.HeadOf(st), filepath.Join(s.out, attest.HeadFile(StatementFile)), atomicfile.Write); err != nil {
 		s.log("%v: %v", ErrHeadNotWritten, err)
 	}
-	if err := writeSigstore(s.cfg.Key, b, filepath.Join(s.out, SigstoreFile), writeFileAtomic); err != nil {
+	if err := writeSigstore(s.cfg.Key, b, filepath.Join(s.out, SigstoreFile), atomicfile.Write); err != nil {
 		s.log("%v", err)
 	}
 	out.Statement = st

@@ -33,6 +33,7 @@ import (
 	"github.com/sigstore/sigstore/pkg/signature"
 
 	"github.com/layerseal/layerseal/attest"
+	"github.com/layerseal/layerseal/internal/atomicfile"
 	"github.com/layerseal/layerseal/internal/privtest"
 	"github.com/layerseal/layerseal/nsrun"
 )
@@ -277,7 +278,7 @@ func TestSigstoreBundle(t *testing.T) {
 		t.Fatal(err)
 	}
 	path := filepath.Join(out, SigstoreFile)
-	if err := writeSigstore(key, env, path, writeFileAtomic); err != nil {
+	if err := writeSigstore(key, env, path, atomicfile.Write); err != nil {
 		t.Fatal(err)
 	}
 	b := loadBundle(t, path)

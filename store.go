@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/layerseal/layerseal/attest"
+	"github.com/layerseal/layerseal/internal/atomicfile"
 	"github.com/layerseal/layerseal/internal/linux"
 	"github.com/layerseal/layerseal/overlay"
 	"github.com/layerseal/layerseal/probe"
@@ -134,7 +135,7 @@ func (d sessionDir) writeRecord(r sessionRecord) error {
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(d.record(), b, 0o600)
+	return atomicfile.Write(d.record(), b, 0o600)
 }
 
 // records reads the record of every session of the store, in no order.

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/layerseal/layerseal/attest"
+	"github.com/layerseal/layerseal/internal/atomicfile"
 )
 
 // witnessDir, in a log's directory, holds each witness's newest
@@ -107,7 +108,7 @@ func anchorOne(ctx context.Context, l Log, file string) (*AnchorResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := writeAtomic(res.Receipt, r.Marshal()); err != nil {
+	if err := atomicfile.Write(res.Receipt, r.Marshal(), 0o644); err != nil {
 		return nil, err
 	}
 	cp, _ := OpenCheckpoint(r.Checkpoint, l.Verifier())
@@ -214,34 +215,3 @@ func (r *Reader) Cosigned(ctx context.Context) []*Checkpoint {
 
 // Verifier checks the log's signature on its checkpoints.
 func (r *Reader) Verifier() note.Verifier { return r.verifier }
-
-// writeAtomic writes data to path through a synced temporary file.
-func writeAtomic(path string, data []byte) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Chmod(0o644)
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("write %q: %w", path, err)
-	}
-	if d, err := os.Open(filepath.Dir(path)); err == nil {
-		d.Sync()
-		d.Close()
-	}
-	return nil
-}

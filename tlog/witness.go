@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/layerseal/layerseal/internal/atomicfile"
 	fnote "github.com/transparency-dev/formats/note"
 	"golang.org/x/mod/sumdb/note"
 )
@@ -85,7 +86,7 @@ func Cosign(ctx context.Context, r *Reader, w *fnote.Signer, state string) (*Cos
 	}
 	res := &Cosigned{Old: old, New: cur, Note: signed}
 	if old == nil || cur.Size > old.Size {
-		if err := writeAtomic(state, signed); err != nil {
+		if err := atomicfile.Write(state, signed, 0o644); err != nil {
 			return nil, fmt.Errorf("witness state: %w", err)
 		}
 	}
@@ -94,7 +95,7 @@ func Cosign(ctx context.Context, r *Reader, w *fnote.Signer, state string) (*Cos
 		if err := os.MkdirAll(filepath.Dir(res.Published), 0o755); err != nil {
 			return nil, err
 		}
-		if err := writeAtomic(res.Published, signed); err != nil {
+		if err := atomicfile.Write(res.Published, signed, 0o644); err != nil {
 			return nil, err
 		}
 	}
