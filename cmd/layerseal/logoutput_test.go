@@ -37,7 +37,7 @@ func TestRunLogOutput(t *testing.T) {
 		}
 	}
 	st := filepath.Join(out, "statement.json")
-	got := e.cliCheck(0, "verify", "--key", e.pub, "--logs", logs, st)
+	got := e.cliCheck(wantVerifyExit(t), "verify", "--key", e.pub, "--logs", logs, st)
 	for _, want := range []string{
 		fmt.Sprintf("log: stdout: 6 bytes, sha256 %x\n", sha256.Sum256([]byte("hello\n"))),
 		fmt.Sprintf("log: stderr: 5 bytes, sha256 %x\n", sha256.Sum256([]byte("oops\n"))),
@@ -68,7 +68,7 @@ func TestRunLogOutput(t *testing.T) {
 	e.cliCheck(1, "verify", "--key", e.pub, "--logs", logs, st)
 	os.Remove(filepath.Join(logs, "stdout"))
 	os.Rename(good, filepath.Join(logs, "stdout"))
-	e.cliCheck(0, "verify", "--key", e.pub, "--logs", logs, st)
+	e.cliCheck(wantVerifyExit(t), "verify", "--key", e.pub, "--logs", logs, st)
 
 	// A statement without logs: --logs says so and fails.
 	out2 := filepath.Join(e.dir, "out2")
@@ -148,7 +148,7 @@ func TestRunLogOutputFullDisk(t *testing.T) {
 	if err != nil || len(b) >= n || len(b) == 0 {
 		t.Fatalf("log of %d bytes, %v: want some, fewer than %d", len(b), err, n)
 	}
-	got := e.cliCheck(0, "verify", "--key", e.pub, "--logs", logs, filepath.Join(out, "statement.json"))
+	got := e.cliCheck(wantVerifyExit(t), "verify", "--key", e.pub, "--logs", logs, filepath.Join(out, "statement.json"))
 	if want := fmt.Sprintf("log: stdout: %d bytes, sha256 %x (truncated", len(b), sha256.Sum256(b)); !strings.Contains(got, want) {
 		t.Errorf("verify: no %q in\n%s", want, got)
 	}
