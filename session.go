@@ -53,6 +53,12 @@ type RunConfig struct {
 	// Stdin, Stdout and Stderr are the agent's; where one is a terminal the
 	// agent gets a pseudo-terminal of its own instead (see nsrun.Start).
 	Stdin, Stdout, Stderr *os.File
+	// LogOutput, when set, is a new or empty directory outside the
+	// workspace where the agent's stdout and stderr are kept as files
+	// named stdout and stderr (0600) while still going to Stdout and
+	// Stderr; the statement records their sizes and digests (see
+	// attest.OutputLog). The agent's stdout and stderr are then pipes.
+	LogOutput string
 	// Log receives diagnostics (one line each); nil discards them.
 	Log io.Writer
 	// Progress, when set, is called once the agent ended: with "read"
@@ -120,6 +126,9 @@ func Run(cfg RunConfig) (*RunResult, error) {
 		return nil, &SetupError{err}
 	}
 	defer s.wsDir.Close()
+	if s.logDir != nil {
+		defer s.logDir.Close()
+	}
 	return s.run()
 }
 
@@ -144,6 +153,8 @@ type session struct {
 	log       func(format string, args ...any)
 	cp        *checkpointer // the session's checkpoints, once the agent ran
 	intr      *interrupts   // the supervisor's interrupts, once the agent started
+	logDir    *os.File      // RunConfig.LogOutput opened, or nil
+	olog      *outputLog    // the copies into logDir while the agent runs
 }
 
 func prepare(cfg RunConfig) (*session, error) {
@@ -181,6 +192,9 @@ func prepare(cfg RunConfig) (*session, error) {
 	if cfg.KeyPath != "" {
 		reserved[evalOrSelf(absOrSelf(cfg.KeyPath))] = "key"
 	}
+	if cfg.LogOutput != "" {
+		reserved[evalOrSelf(absOrSelf(cfg.LogOutput))] = "log dir"
+	}
 	if cfg.Sandbox.Writable, err = nsrun.CheckWritable(cfg.Sandbox.Writable, s.ws, reserved); err != nil {
 		return nil, err
 	}
@@ -189,6 +203,11 @@ func prepare(cfg RunConfig) (*session, error) {
 	}
 	if attest.Within(s.ws, evalOrSelf(cfg.StateDir)) {
 		return nil, fmt.Errorf("workspace %q is inside the state dir %q", s.ws, cfg.StateDir)
+	}
+	if cfg.LogOutput != "" {
+		if s.logDir, err = prepareLogDir(cfg.LogOutput, s.ws, s.out, cfg.StateDir); err != nil {
+			return nil, err
+		}
 	}
 	// Made now (as the first session would), so that the first run already
 	// keeps the kernel's features for the next.
@@ -378,27 +397,42 @@ func (s *session) run() (*RunResult, error) {
 			hide = append(hide, evalOrSelf(k))
 		}
 	}
+	stdout, stderr := s.cfg.Stdout, s.cfg.Stderr
+	if s.logDir != nil {
+		hide = append(hide, s.logDir.Name())
+		if s.olog, stdout, stderr, err = startOutputLog(s.logDir, stdout, stderr); err != nil {
+			s.dropEmpty()
+			return nil, &SetupError{err}
+		}
+	}
 	nc := nsrun.Config{Workspace: s.ws, Upper: dir.upper(), Work: dir.work(), Hide: hide, Process: s.cfg.Process, Sandbox: s.cfg.Sandbox}
-	r, err := nsrun.Start(nc, s.cfg.Stdin, s.cfg.Stdout, s.cfg.Stderr)
+	r, err := nsrun.Start(nc, s.cfg.Stdin, stdout, stderr)
+	if s.olog != nil {
+		s.olog.closeAgentEnds()
+	}
 	if err != nil {
 		s.dropEmpty()
+		s.dropLogs()
 		return nil, &SetupError{err}
 	}
 	ready, err := r.Ready()
 	if err != nil {
 		r.Abort()
 		s.dropEmpty()
+		s.dropLogs()
 		return nil, &SetupError{err}
 	}
 	if err := s.writeLaunch(id, ready); err != nil {
 		r.Abort()
 		s.dropEmpty()
+		s.dropLogs()
 		return nil, &SetupError{err}
 	}
 	cps, err := s.startCheckpoints(id)
 	if err != nil {
 		r.Abort()
 		s.dropEmpty()
+		s.dropLogs()
 		return nil, &SetupError{err}
 	}
 	s.intr = s.watchInterrupts(r.Kill)
@@ -408,6 +442,7 @@ func (s *session) run() (*RunResult, error) {
 		r.Abort()
 		s.dropEmpty()
 		s.dropLaunch()
+		s.dropLogs()
 		return nil, &SetupError{err}
 	}
 	res, err := r.Wait()
@@ -427,6 +462,14 @@ func (s *session) run() (*RunResult, error) {
 func (s *session) dropLaunch() {
 	os.Remove(filepath.Join(s.out, LaunchFile))
 	os.Remove(filepath.Join(s.out, CheckpointDir)) // only when empty
+}
+
+// dropLogs removes the log files when the agent never started.
+func (s *session) dropLogs() {
+	if s.olog != nil {
+		s.olog.discard(s.logDir)
+		s.olog = nil
+	}
 }
 
 // dropEmpty removes the session dir when its upper layer is still empty
@@ -473,6 +516,14 @@ func (s *session) writeLaunch(id string, ready nsrun.Ready) error {
 // finish attests the upper layer, writes the statement and applies it.
 func (s *session) finish(id string, res nsrun.Result, lostEnd bool) (*RunResult, error) {
 	out := &RunResult{Exit: attest.Exit{Code: res.ExitCode}, Kept: string(s.dir)}
+	var logs []attest.OutputLog
+	if s.olog != nil {
+		var notes []string
+		logs, notes = s.olog.finish()
+		for _, n := range notes {
+			s.log("%s", n)
+		}
+	}
 	if res.Signal != 0 {
 		out.Exit = attest.Exit{Code: 128 + res.Signal, Signal: unix.SignalName(unix.Signal(res.Signal))}
 	}
@@ -524,6 +575,7 @@ func (s *session) finish(id string, res nsrun.Result, lostEnd bool) (*RunResult,
 	st.SessionID = id
 	st.Launch = sha(s.launch)
 	st.Exit = out.Exit
+	st.Logs = logs
 	st.Incomplete = sortReasons(append(reasons, st.Incomplete...))
 	progress("sweep", attest.Root)
 	excluded, err := sweep(s.reader, st)

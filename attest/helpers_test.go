@@ -150,6 +150,8 @@ func sampleStatement(launchEnv []byte, session string) *Statement {
 		Exit:       Exit{Code: 137, Signal: "SIGKILL"},
 		Ended:      time.Date(2025, 11, 30, 11, 0, 0, 5, time.UTC),
 		Stats:      Stats{UpperEntries: 12, LowerEntries: 9, BytesHashed: 1<<64 - 1},
+		Logs: []OutputLog{{Name: StderrLog, SHA256: digest("")},
+			{Name: StdoutLog, Size: 6, SHA256: digest("hello\n"), Truncated: true}},
 	}
 }
 

@@ -50,6 +50,8 @@ const StatementSubject = "workspace-changes"
 //	applied_count    number of those entries, decimal string
 //	applied          those entries, like changes; present only when violations is
 //	                 (otherwise they are the changes and applied_root is root)
+//	logs             the agent's output kept by run --log-output (see OutputLog);
+//	                 omitted when none was kept
 //
 // A state ("old", "new") has "type", "mode", "uid", "gid" (numbers), "size"
 // and "mtime_ns" (decimal strings) always, and "sha256" (lowercase hex),
@@ -86,6 +88,9 @@ type Statement struct {
 	// AppliedEntries; SignStatement sets them.
 	AppliedRoot  []byte
 	AppliedCount uint64
+	// Logs are the agent's stdout and stderr as the supervisor kept them,
+	// sorted by name; nil when it kept none.
+	Logs []OutputLog
 }
 
 // Exit is how the agent's main process ended.
@@ -144,6 +149,7 @@ type statementJSON struct {
 	AppliedRoot    string          `json:"applied_root"`
 	AppliedCount   uint64          `json:"applied_count,string"`
 	Applied        []entryJSON     `json:"applied,omitempty"`
+	Logs           []outputLogJSON `json:"logs,omitempty"`
 }
 
 type reasonJSON struct {
@@ -256,6 +262,7 @@ func (st *Statement) toJSON() *statementJSON {
 		Violations:     violationsToJSON(st.Violations),
 		AppliedRoot:    hexOrEmpty(st.AppliedRoot),
 		AppliedCount:   st.AppliedCount,
+		Logs:           logsToJSON(st.Logs),
 	}
 	for i := range st.Applied {
 		e := &st.Applied[i]
@@ -302,6 +309,9 @@ func (j *statementJSON) fromJSON() (*Statement, error) {
 			return nil, fmt.Errorf("applied entry %q: %w", string(c.Path), err)
 		}
 		st.Applied = append(st.Applied, e)
+	}
+	if st.Logs, err = logsFromJSON(j.Logs); err != nil {
+		return nil, err
 	}
 	if st.Launch, err = parseHex("launch digest", j.Launch); err != nil {
 		return nil, err
@@ -518,6 +528,9 @@ func (st *Statement) validate() error {
 		return fmt.Errorf("checkpoint head of %d bytes", len(st.CheckpointHead))
 	}
 	if err := st.validatePolicy(); err != nil {
+		return err
+	}
+	if err := validateLogs(st.Logs); err != nil {
 		return err
 	}
 	return checkTime("ended", st.Ended)

@@ -193,7 +193,7 @@ func TestTamperStatement(t *testing.T) {
 			checkClass(t, "re-signed "+what, err, want, func() bool { return !reflect.DeepEqual(got, orig) })
 		}
 	}
-	for _, want := range []string{"/predicate", "/predicate/changes/3/new", "/predicate/changes/3/new/xattrs/1", "/predicate/incomplete/0", "/predicate/stats", "/subject/0/digest", "/subject/1/digest"} {
+	for _, want := range []string{"/predicate", "/predicate/changes/3/new", "/predicate/changes/3/new/xattrs/1", "/predicate/incomplete/0", "/predicate/stats", "/predicate/logs/1", "/subject/0/digest", "/subject/1/digest"} {
 		if !covered[want] {
 			t.Errorf("no value under %s was changed", want)
 		}

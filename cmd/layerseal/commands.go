@@ -82,6 +82,7 @@ func runCommand() *cli.Command {
 			&cli.Int64Flag{Name: "pids", Usage: "most processes and threads the agent may have at once (`N`)", DefaultText: "no limit"},
 			&cli.StringFlag{Name: "seccomp", Value: "default", Usage: "system call filter: default, or `unconfined` to load none (recorded)"},
 			&cli.BoolFlag{Name: "json", Usage: "print the result (exit status, whose it is, statement) as one JSON object, the last line on stdout"},
+			&cli.StringFlag{Name: "log-output", Usage: "keep the agent's stdout and stderr as files stdout and stderr in `DIR` (new or empty, outside the workspace), still shown here; the statement records their digests"},
 			&cli.StringFlag{Name: "log", Usage: "anchor the run's signed heads in the transparency log `DIR` (from log init) and write receipts beside them (default: log: in layerseal.yaml, if any)"},
 		},
 		StopOnNthArg: &stop,
@@ -300,6 +301,7 @@ func runConfig(cmd *cli.Command) (layerseal.RunConfig, error) {
 		Stdin:     os.Stdin,
 		Stdout:    os.Stdout,
 		Stderr:    os.Stderr,
+		LogOutput: cmd.String("log-output"),
 		Log:       escapingWriter{os.Stderr},
 	}, nil
 }

@@ -27,6 +27,13 @@ func writeReport(w io.Writer, prefix string, st *attest.Statement, info *layerse
 	if n := layerseal.GitChanges(st); n > 0 {
 		fmt.Fprintf(w, "%swarning: %s\n", prefix, gitWarning(n))
 	}
+	for _, l := range st.Logs {
+		trunc := ""
+		if l.Truncated {
+			trunc = " (truncated: writing the log failed, the rest went only to the terminal)"
+		}
+		fmt.Fprintf(w, "%slog: %s: %d bytes, sha256 %x%s\n", prefix, l.Name, l.Size, l.SHA256, trunc)
+	}
 	for _, r := range st.Incomplete {
 		fmt.Fprintf(w, "%sincomplete: %s\n", prefix, reasonText(r))
 	}
@@ -84,6 +91,13 @@ func reportJSON(st *attest.Statement, info *layerseal.SessionInfo) map[string]an
 		"applied_count": st.AppliedCount,
 		"git_changes":   layerseal.GitChanges(st),
 		"incomplete":    reasonsJSON(st.Incomplete),
+	}
+	if len(st.Logs) > 0 {
+		ls := []map[string]any{}
+		for _, l := range st.Logs {
+			ls = append(ls, map[string]any{"name": l.Name, "size": l.Size, "sha256": fmt.Sprintf("%x", l.SHA256), "truncated": l.Truncated})
+		}
+		m["logs"] = ls
 	}
 	if info != nil {
 		s := map[string]any{"state": info.State, "to_apply": info.ToApply}

@@ -30,6 +30,7 @@ func verifyCommand() *cli.Command {
 			&cli.StringFlag{Name: "checkpoints", Usage: "the run's checkpoints `DIR` (default: checkpoints/ beside the statement, when it exists)"},
 			&cli.BoolFlag{Name: "json", Usage: "print the result as JSON"},
 			&cli.StringFlag{Name: "session", Usage: "refuse (exit 1) a bundle, export or head that is not of session `ID`"},
+			&cli.StringFlag{Name: "logs", Usage: "also check the agent's output files in `DIR` (from run --log-output) against the digests the statement records (exit 1 where one differs)"},
 			&cli.StringFlag{Name: "workspace", Usage: "also check that `DIR` holds, path by path, what the statement says was applied (exit 1 where it does not)"},
 			stateDirFlag(),
 			&cli.StringFlag{Name: "log-key", Usage: "check the log receipt of OUT's statement head (or of HEAD) against the log's verifier key `LOGPUB`"},
@@ -89,6 +90,14 @@ func verifyCommand() *cli.Command {
 				printLaunch(cmd, a.Launch)
 			default:
 				printStatement(cmd, a)
+			}
+			if dir := cmd.String("logs"); dir != "" {
+				if a.Statement == nil {
+					return usageErr("verify: --logs is for a statement (statement.json of a run with --log-output)")
+				}
+				if err := checkLogs(dir, a.Statement); err != nil {
+					return err
+				}
 			}
 			if ws := cmd.String("workspace"); ws != "" && a.Statement != nil {
 				if err := checkWorkspace(ws, a.Statement); err != nil {
@@ -176,6 +185,28 @@ func checkWorkspace(ws string, st *attest.Statement) error {
 		return exitWith(exitFailed, fmt.Errorf("workspace %q disagrees with the statement at %d path(s)", ws, len(ms)))
 	}
 	fmt.Printf("workspace: %d applied path(s) agree\n", len(st.AppliedEntries()))
+	return nil
+}
+
+// checkLogs prints, for each log st records, whether its file in dir holds
+// what st says; it fails (exit 1) when one does not.
+func checkLogs(dir string, st *attest.Statement) error {
+	res, err := layerseal.CheckLogs(dir, st)
+	if err != nil {
+		return exitWith(exitFailed, err)
+	}
+	bad := 0
+	for _, l := range st.Logs {
+		if err := res[l.Name]; err != nil {
+			bad++
+			fmt.Printf("logs: %s: %s\n", l.Name, printable(err.Error()))
+			continue
+		}
+		fmt.Printf("logs: %s: matches the statement\n", l.Name)
+	}
+	if bad > 0 {
+		return exitWith(exitFailed, fmt.Errorf("%d log file(s) in %q differ from what the statement records", bad, dir))
+	}
 	return nil
 }
 
