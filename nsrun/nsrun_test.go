@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/moby/sys/mountinfo"
 	"github.com/opencontainers/runtime-spec/specs-go"
@@ -232,6 +233,42 @@ func TestSignalForwarded(t *testing.T) {
 	res, err := run.Wait()
 	if err != nil || res.ExitCode != 42 {
 		t.Errorf("after SIGUSR2 to the supervisor: %+v, %v", res, err)
+	}
+}
+
+// TestSignalWhileStarting: a signal that reaches the supervisor while the
+// agent is being started is passed on once it has started, not lost (nor,
+// with nothing yet registered for it, fatal to the supervisor).
+func TestSignalWhileStarting(t *testing.T) {
+	privtest.Require(t)
+	e := newEnv(t)
+	run, err := Start(sh(e, `trap 'exit 42' USR2; while :; do sleep 0.05; done`), nil, nil, agentStderr(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := run.Ready(); err != nil {
+		t.Fatal(err)
+	}
+	whileStarting = func() { syscall.Kill(os.Getpid(), syscall.SIGUSR2) }
+	defer func() { whileStarting = nil }()
+	if err := run.Go(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	timer := time.AfterFunc(20*time.Second, func() {
+		select {
+		case <-done:
+		default:
+			run.Kill()
+		}
+	})
+	defer timer.Stop()
+	res, err := run.Wait()
+	close(done)
+	// Exit 42 once the shell's trap is set; killed by SIGUSR2 if the
+	// signal came before it was.
+	if err != nil || res.ExitCode != 42 && res.Signal != int(syscall.SIGUSR2) {
+		t.Errorf("a SIGUSR2 while the agent started did not reach it: %+v, %v", res, err)
 	}
 }
 

@@ -236,32 +236,53 @@ func (r *Run) Go() error {
 			return err
 		}
 	}
+	// Registered before the agent starts: a signal that comes while it
+	// starts is held, and passed on once it has, so an operator's Ctrl-C
+	// in that window is never lost.
+	r.sigs = make(chan os.Signal, 16)
+	r.sigsDone = make(chan struct{})
+	started := make(chan bool, 1)
+	signal.Notify(r.sigs, forwarded...)
+	go r.forward(started)
 	if err := r.send(message{Go: true}, nil); err != nil {
+		started <- false
 		r.Abort()
 		return err
 	}
+	if whileStarting != nil {
+		whileStarting()
+	}
 	m, err := r.receive()
 	if err != nil {
+		started <- false
 		return err
 	}
 	if m.Error != "" {
+		started <- false
 		r.Abort()
 		return initError(m)
 	}
 	if !m.Started {
+		started <- false
 		r.Abort()
 		return errors.New("init sent something other than started")
 	}
-	r.sigs = make(chan os.Signal, 16)
-	r.sigsDone = make(chan struct{})
-	signal.Notify(r.sigs, forwarded...)
-	go r.forward()
+	started <- true
 	return nil
 }
 
-func (r *Run) forward() {
+// whileStarting, in tests, is called while init starts the agent.
+var whileStarting func()
+
+// forward passes the supervisor's signals on to the agent once started
+// says it has started (false: it never will; they are dropped).
+func (r *Run) forward(started <-chan bool) {
 	defer close(r.sigsDone)
+	ok := <-started
 	for sig := range r.sigs {
+		if !ok {
+			continue
+		}
 		if sig == unix.SIGWINCH && r.term != nil {
 			r.term.resize()
 			continue
