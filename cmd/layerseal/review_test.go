@@ -264,7 +264,7 @@ func TestApplyGitBranchAsOwner(t *testing.T) {
 		t.Fatalf("git is needed for this test: %v", err)
 	}
 	e := newEnv(t)
-	const owner = 65534 // nobody
+	const owner = 65534          // nobody
 	privtest.Searchable(t, e.ws) // the owner reaches the repository
 	write(t, e.ws, map[string]string{"a": "a\n"})
 	gitIn(t, e.ws, "init", "-q")
