@@ -150,17 +150,14 @@ func (d sessionDir) readJournal() (*journal, error) {
 }
 
 // saveJournal writes j, stamped with the statement env's digest and the
-// time, atomically, and syncs it.
+// time, atomically, and syncs it and the session dir.
 func (d sessionDir) saveJournal(j journal, env []byte) error {
 	j.Statement, j.Time = fmt.Sprintf("%x", sha(env)), time.Now().UTC()
 	b, err := json.Marshal(j)
 	if err != nil {
 		return err
 	}
-	if err := atomicfile.Write(d.journal(), b, 0o600); err != nil {
-		return err
-	}
-	return syncDir(string(d))
+	return atomicfile.WriteFiles([]atomicfile.File{{Path: d.journal(), Data: b, Perm: 0o600}})[0]
 }
 
 // planFile holds the entries an apply in progress applies (private to the
@@ -185,15 +182,6 @@ func (d sessionDir) readPlan() ([]attest.Entry, error) {
 		return nil, fmt.Errorf("the interrupted apply's plan %q is damaged: %w", filepath.Join(string(d), planFile), err)
 	}
 	return entries, nil
-}
-
-func syncDir(dir string) error {
-	f, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	return f.Sync()
 }
 
 // closed returns the error for a session whose journal says it is done.
@@ -418,37 +406,42 @@ func (s *staged) apply(out string, opt ApplyOptions) error {
 	if s.j != nil {
 		prev = *s.j
 	}
-	if !resuming {
-		progress("journal-applying", attest.Root)
-		if err := s.dir.writePlan(entries); err != nil {
-			return fmt.Errorf("%w; nothing was applied; the change set is kept in %s: free space there, then run `layerseal apply %s`", err, s.dir, out)
+	// An empty entry set changes nothing in the workspace: it needs no
+	// plan, no journal of an apply in progress and no sync of the
+	// workspace's filesystem, only the journal that says it is done.
+	if len(entries) > 0 || resuming {
+		if !resuming {
+			progress("journal-applying", attest.Root)
+			if err := s.dir.writePlan(entries); err != nil {
+				return fmt.Errorf("%w; nothing was applied; the change set is kept in %s: free space there, then run `layerseal apply %s`", err, s.dir, out)
+			}
+			j := prev
+			j.State, j.Skipped, j.Part = journalApplying, skipped, part
+			if err := s.dir.saveJournal(j, s.env); err != nil {
+				return fmt.Errorf("%w; nothing was applied; the change set is kept in %s: free space there, then run `layerseal apply %s`", err, s.dir, out)
+			}
 		}
-		j := prev
-		j.State, j.Skipped, j.Part = journalApplying, skipped, part
-		if err := s.dir.saveJournal(j, s.env); err != nil {
-			return fmt.Errorf("%w; nothing was applied; the change set is kept in %s: free space there, then run `layerseal apply %s`", err, s.dir, out)
+		stopped := false
+		stop := func() error { return nil }
+		if opt.Stop != nil {
+			stop = func() error {
+				err := opt.Stop()
+				stopped = err != nil
+				return err
+			}
 		}
-	}
-	stopped := false
-	stop := func() error { return nil }
-	if opt.Stop != nil {
-		stop = func() error {
-			err := opt.Stop()
-			stopped = err != nil
-			return err
+		err = overlay.Apply(s.dir.upper(), s.rec.Workspace, entries, overlay.ApplyOptions{Progress: progress, Stop: stop,
+			Workspace: ws, Partial: unexamined(s.st.Incomplete) || part, Left: opt.Left})
+		if stopped {
+			return fmt.Errorf("the apply stopped part way (%w); the workspace is partly changed and the apply is journaled: run `layerseal apply %s` to finish it", errors.Unwrap(err), s.rec.ID)
 		}
-	}
-	err = overlay.Apply(s.dir.upper(), s.rec.Workspace, entries, overlay.ApplyOptions{Progress: progress, Stop: stop,
-		Workspace: ws, Partial: unexamined(s.st.Incomplete) || part, Left: opt.Left})
-	if stopped {
-		return fmt.Errorf("the apply stopped part way (%w); the workspace is partly changed and the apply is journaled: run `layerseal apply %s` to finish it", errors.Unwrap(err), s.rec.ID)
-	}
-	if err != nil {
-		hint := ""
-		if errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EDQUOT) {
-			hint = " (the workspace's filesystem is full: free space first)"
+		if err != nil {
+			hint := ""
+			if errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EDQUOT) {
+				hint = " (the workspace's filesystem is full: free space first)"
+			}
+			return fmt.Errorf("%w%s; the change set is kept in %s: run `layerseal apply %s` to finish", err, hint, s.dir, out)
 		}
-		return fmt.Errorf("%w%s; the change set is kept in %s: run `layerseal apply %s` to finish", err, hint, s.dir, out)
 	}
 	progress("journal-applied", attest.Root)
 	j := prev

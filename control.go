@@ -57,7 +57,7 @@ func (s *session) startCheckpoints(id string) (*checkpoints, error) {
 		changes: filepath.Join(string(s.dir), checkpointChangesFile),
 	}
 	cp.base.SessionID, cp.base.Launch, cp.base.Workspace = id, sha(s.launch), attest.Bytes(s.ws)
-	if stamped, err := probe.MappedWritesStamped(string(s.dir)); err != nil || !stamped {
+	if stamped, err := s.mappedStamped(); err != nil || !stamped {
 		cp.mappedUnseen = true
 		why := "the state dir's filesystem does not stamp writes through shared mappings"
 		if err != nil {
@@ -78,6 +78,28 @@ func (s *session) startCheckpoints(id string) (*checkpoints, error) {
 		go c.serve()
 	}
 	return c, nil
+}
+
+// probeMapped starts probe.MappedWritesStamped on the session dir in the
+// background: it waits out a clock tick (about probe.RacyWindow), which
+// would otherwise delay the agent's start, and only checkpoints need its
+// answer. mappedStamped waits for it.
+func (s *session) probeMapped() {
+	done := make(chan struct{})
+	s.mapped = func() (bool, error) { <-done; return s.stamped, s.stampedErr }
+	go func() {
+		defer close(done)
+		s.stamped, s.stampedErr = probe.MappedWritesStamped(string(s.dir))
+	}()
+}
+
+// mappedStamped is what the probe started by probeMapped found; it waits
+// for the probe, which leaves no file behind once it returns.
+func (s *session) mappedStamped() (bool, error) {
+	if s.mapped == nil {
+		return false, errors.New("the state dir's filesystem was not probed")
+	}
+	return s.mapped()
 }
 
 // socketPath calls fn with a path naming d's control socket that fits a

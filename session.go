@@ -2,6 +2,7 @@ package layerseal
 
 import (
 	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -155,6 +156,12 @@ type session struct {
 	intr      *interrupts   // the supervisor's interrupts, once the agent started
 	logDir    *os.File      // RunConfig.LogOutput opened, or nil
 	olog      *outputLog    // the copies into logDir while the agent runs
+	// mapped waits for the probe of the session dir's filesystem that
+	// probeMapped started, whose answer it then holds in stamped and
+	// stampedErr.
+	mapped     func() (bool, error)
+	stamped    bool
+	stampedErr error
 }
 
 func prepare(cfg RunConfig) (*session, error) {
@@ -384,6 +391,7 @@ func (s *session) run() (*RunResult, error) {
 		return nil, &SetupError{err}
 	}
 	s.dir = dir
+	s.probeMapped()
 	if s.reader, err = newReader(dir.upper(), dir.work(), s.ws, s.wsDir, s.cfg.Policy, !s.features.StatxMountID.OK()); err != nil {
 		s.dropEmpty()
 		return nil, &SetupError{err}
@@ -475,6 +483,7 @@ func (s *session) dropLogs() {
 // dropEmpty removes the session dir when its upper layer is still empty
 // (the agent never ran); otherwise it keeps it.
 func (s *session) dropEmpty() {
+	s.mappedStamped() // its scratch file is gone once it returns
 	if ents, err := os.ReadDir(s.dir.upper()); err == nil && len(ents) == 0 {
 		os.RemoveAll(string(s.dir))
 	}
@@ -503,14 +512,25 @@ func (s *session) writeLaunch(id string, ready nsrun.Ready) error {
 	}
 	s.rec = sessionRecord{ID: id, Workspace: s.ws, Out: s.out, PublicKey: s.cfg.Key.Public(),
 		Launched: launched.UnixNano(), Started: lr.Started, GitHead: readGitHead(s.wsDir)}
-	if err := s.dir.writeRecord(s.rec); err != nil {
+	rec, err := json.Marshal(s.rec)
+	if err != nil {
 		return err
 	}
-	if err := atomicfile.Write(filepath.Join(string(s.dir), LaunchFile), b, 0o600); err != nil {
+	// All three are on disk before the agent starts, written together: one
+	// wait for the disk for the files and one for their directories.
+	files := []atomicfile.File{
+		{Path: s.dir.record(), Data: rec, Perm: 0o600},
+		{Path: filepath.Join(string(s.dir), LaunchFile), Data: b, Perm: 0o600},
+		{Path: filepath.Join(s.out, LaunchFile), Data: b, Perm: 0o644},
+	}
+	if err := errors.Join(atomicfile.WriteFiles(files)...); err != nil {
+		// The session dir goes with dropEmpty; the output dir must not
+		// keep a launch record of a session that never ran.
+		os.Remove(files[2].Path)
 		return err
 	}
 	s.launch, s.launchRec, s.sandbox = b, lr, ready.Sandbox
-	return atomicfile.Write(filepath.Join(s.out, LaunchFile), b, 0o644)
+	return nil
 }
 
 // finish attests the upper layer, writes the statement and applies it.
@@ -590,19 +610,8 @@ func (s *session) finish(id string, res nsrun.Result, lostEnd bool) (*RunResult,
 	if err != nil {
 		return out, fmt.Errorf("sign statement: %w; the change set is kept in %s", err, s.dir)
 	}
-	// The output dir first: the agent may have filled the state dir's
-	// filesystem, and the statement must exist somewhere.
-	if err := atomicfile.Write(filepath.Join(s.out, StatementFile), b, 0o644); err != nil {
-		return out, fmt.Errorf("%w; the change set is kept in %s", err, s.dir)
-	}
-	if err := atomicfile.Write(filepath.Join(string(s.dir), StatementFile), b, 0o600); err != nil {
-		s.log("keeping a copy of the statement in the state dir: %v", err)
-	}
-	if err := writeHead(s.cfg.Key, attest.HeadOf(st), filepath.Join(s.out, attest.HeadFile(StatementFile)), atomicfile.Write); err != nil {
-		s.log("%v: %v", ErrHeadNotWritten, err)
-	}
-	if err := writeSigstore(s.cfg.Key, b, filepath.Join(s.out, SigstoreFile), atomicfile.Write); err != nil {
-		s.log("%v", err)
+	if err := s.writeStatement(st, b); err != nil {
+		return out, err
 	}
 	out.Statement = st
 	if out.Applied, err = s.settle(b, st, excluded); err != nil || !out.Applied {
@@ -610,6 +619,55 @@ func (s *session) finish(id string, res nsrun.Result, lostEnd bool) (*RunResult,
 	}
 	out.Kept = ""
 	return out, nil
+}
+
+// writeStatement writes the signed statement b of st to the output dir
+// and the session's state dir, and its signed head and Sigstore bundle to
+// the output dir, all together (atomicfile.WriteFiles), the statement
+// first. Only the output dir's statement must be written: the agent may
+// have filled the state dir's filesystem, and the statement must exist
+// somewhere; when it is not, nothing else is left either. The others
+// failing is logged.
+func (s *session) writeStatement(st *attest.Statement, b []byte) error {
+	files := []atomicfile.File{
+		{Path: filepath.Join(s.out, StatementFile), Data: b, Perm: 0o644},
+		{Path: filepath.Join(string(s.dir), StatementFile), Data: b, Perm: 0o600},
+	}
+	add := func(path string, data []byte, perm os.FileMode) error {
+		files = append(files, atomicfile.File{Path: path, Data: data, Perm: perm})
+		return nil
+	}
+	// Signed here, written below: these fail only to sign.
+	headErr := writeHead(s.cfg.Key, attest.HeadOf(st), filepath.Join(s.out, attest.HeadFile(StatementFile)), add)
+	sigErr := writeSigstore(s.cfg.Key, b, filepath.Join(s.out, SigstoreFile), add)
+	errs := atomicfile.WriteFiles(files)
+	if errs[0] != nil {
+		for i, f := range files[1:] {
+			if errs[i+1] == nil {
+				os.Remove(f.Path)
+			}
+		}
+		return fmt.Errorf("%w; the change set is kept in %s", errs[0], s.dir)
+	}
+	if errs[1] != nil {
+		s.log("keeping a copy of the statement in the state dir: %v", errs[1])
+	}
+	for i, f := range files[2:] {
+		if err := errs[i+2]; err == nil {
+			continue
+		} else if filepath.Base(f.Path) == SigstoreFile {
+			sigErr = fmt.Errorf("%w: %v", ErrSigstoreNotWritten, err)
+		} else {
+			headErr = fmt.Errorf("write the head: %w", err)
+		}
+	}
+	if headErr != nil {
+		s.log("%v: %v", ErrHeadNotWritten, headErr)
+	}
+	if sigErr != nil {
+		s.log("%v", sigErr)
+	}
+	return nil
 }
 
 // Unexamined reports whether parts of the upper layer of st's session
