@@ -69,7 +69,7 @@ func runInit() int {
 		return fail(fmt.Errorf("init is pid %d, not 1: not started by nsrun.Start", os.Getpid()))
 	}
 	// Nothing init was not handed on purpose may reach the agent; what it
-	// was handed crosses only where startAgent names it.
+	// was handed crosses only where startStage names it.
 	if err := linux.CloexecFrom(3); err != nil {
 		return fail(err)
 	}
@@ -82,6 +82,13 @@ func runInit() int {
 		return fail(fmt.Errorf("read config: %w", err))
 	}
 	if err := cfg.Validate(); err != nil {
+		return fail(err)
+	}
+	// The agent stage starts now and waits for its spec: its start
+	// overlaps the setup and the supervisor's launch record. It executes
+	// nothing of the agent's before Go, and fail kills it.
+	stage, err := startStage(&cfg)
+	if err != nil {
 		return fail(err)
 	}
 	ready, masks, baseline, err := setup(&cfg)
@@ -115,7 +122,7 @@ func runInit() int {
 		go_ = m.Go
 	}
 
-	pid, err := startAgent(&cfg, filter)
+	pid, err := stage.start(&cfg, filter)
 	if err != nil {
 		return fail(err)
 	}

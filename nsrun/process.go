@@ -34,20 +34,31 @@ type agentSpec struct {
 // spec and report pipes.
 const envFDs = "_LAYERSEAL_NSRUN_FDS"
 
-// startAgent starts the agent as init's child: the binary is executed once
-// more as a short-lived stage that applies the process spec and the filter
-// to itself and then executes the agent's command in place. It returns the
-// agent's pid once the command was executed, or the stage's error.
-func startAgent(cfg *Config, filter seccomp.Program) (int, error) {
+// agentStage is the stage between init and the agent, started ahead of
+// the agent: the binary executed once more, which applies the process spec
+// and the filter to itself and then executes the agent's command in place.
+// Until start sends it its spec it only waits for it, so the Go runtime's
+// start overlaps init's setup and the supervisor's launch record instead of
+// delaying the agent.
+type agentStage struct {
+	pid   int
+	specW *os.File // the spec goes here; closing it unsent ends the stage
+	errR  *os.File // EOF with nothing on it: the agent's command was executed
+}
+
+// startStage starts the agent stage as init's child, with init's stdin,
+// stdout and stderr and the cfg.Sandbox.PreserveFDs descriptors init holds
+// from 4 on; it waits for its spec.
+func startStage(cfg *Config) (*agentStage, error) {
 	specR, specW, err := os.Pipe()
 	if err != nil {
-		return 0, fmt.Errorf("pipe: %w", err)
+		return nil, fmt.Errorf("pipe: %w", err)
 	}
 	errR, errW, err := os.Pipe()
 	if err != nil {
 		specR.Close()
 		specW.Close()
-		return 0, fmt.Errorf("pipe: %w", err)
+		return nil, fmt.Errorf("pipe: %w", err)
 	}
 	files := []*os.File{os.Stdin, os.Stdout, os.Stderr, specR, errW}
 	for i := 0; i < cfg.Sandbox.PreserveFDs; i++ {
@@ -60,22 +71,30 @@ func startAgent(cfg *Config, filter seccomp.Program) (int, error) {
 	})
 	specR.Close()
 	errW.Close()
-	defer errR.Close()
 	if err != nil {
 		specW.Close()
-		return 0, fmt.Errorf("start agent stage %q: %w", "/proc/self/exe", err)
+		errR.Close()
+		return nil, fmt.Errorf("start agent stage %q: %w", "/proc/self/exe", err)
 	}
-	pid := p.Pid
+	st := &agentStage{pid: p.Pid, specW: specW, errR: errR}
 	_ = p.Release()
+	return st, nil
+}
+
+// start sends the stage the agent's process and filter (nil for none) and
+// returns the agent's pid once its command was executed, or the stage's
+// error.
+func (st *agentStage) start(cfg *Config, filter seccomp.Program) (int, error) {
+	defer st.errR.Close()
 	spec := agentSpec{Process: cfg.Process}
 	if filter != nil {
 		spec.Seccomp = filter.Bytes()
 	}
-	werr := json.NewEncoder(specW).Encode(&spec)
-	specW.Close()
+	werr := json.NewEncoder(st.specW).Encode(&spec)
+	st.specW.Close()
 	// The stage's end of errW is close-on-exec: EOF with nothing written
 	// means the agent's command was executed.
-	b, rerr := io.ReadAll(io.LimitReader(errR, 64<<10))
+	b, rerr := io.ReadAll(io.LimitReader(st.errR, 64<<10))
 	if len(b) > 0 {
 		var m message
 		if err := json.Unmarshal(b, &m); err != nil || m.Error == "" {
@@ -92,7 +111,7 @@ func startAgent(cfg *Config, filter seccomp.Program) (int, error) {
 	if rerr != nil {
 		return 0, fmt.Errorf("read agent stage report: %w", rerr)
 	}
-	return pid, nil
+	return st.pid, nil
 }
 
 // execAgent is the stage between init and the agent. It runs on one locked
