@@ -17,6 +17,7 @@ import (
 
 	"github.com/layerseal/layerseal/attest"
 	"github.com/layerseal/layerseal/internal/linux"
+	"github.com/layerseal/layerseal/internal/seccomp"
 )
 
 // Init makes a binary re-executed by Start (or by init itself) do its part
@@ -91,14 +92,29 @@ func runInit() int {
 	if err != nil {
 		return fail(err)
 	}
+	// The filter is built while setup mounts: it reads cfg, which setup
+	// does not change, and touches nothing setup does.
+	type built struct {
+		prog seccomp.Program
+		sb   attest.Sandbox
+		err  error
+	}
+	filterDone := make(chan built, 1)
+	go func() {
+		var b built
+		b.prog, b.err = seccompFilter(&cfg, &b.sb)
+		filterDone <- b
+	}()
 	ready, masks, baseline, err := setup(&cfg)
+	f := <-filterDone
 	if err != nil {
 		return fail(err)
 	}
-	filter, err := seccompFilter(&cfg, &ready.Sandbox)
-	if err != nil {
-		return fail(err)
+	if f.err != nil {
+		return fail(f.err)
 	}
+	filter, sb := f.prog, &ready.Sandbox
+	sb.Seccomp, sb.SeccompSHA256, sb.Missing = f.sb.Seccomp, f.sb.SeccompSHA256, append(sb.Missing, f.sb.Missing...)
 	send(message{Ready: &ready})
 
 	// Messages from the supervisor; the channel closes when it goes away.
