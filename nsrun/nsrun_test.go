@@ -117,6 +117,45 @@ func launch(t *testing.T, cfg Config) (Result, string, error) {
 
 func sh(e env, script string) Config { return e.config("sh", "-c", script) }
 
+// TestAgentWaitsForGo: init starts the agent's stage before it sets up
+// the namespace, but nothing of the agent's runs before Go: the upper
+// layer is still empty a while after Ready, and after Abort; the same
+// agent, let go, writes there.
+func TestAgentWaitsForGo(t *testing.T) {
+	privtest.Require(t)
+	e := newEnv(t)
+	upperEmpty := func(when string) {
+		t.Helper()
+		ents, err := os.ReadDir(e.upper)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ents) > 0 {
+			t.Errorf("%s, the upper layer holds %s: the agent ran before Go", when, ents[0].Name())
+		}
+	}
+	script := "echo ran > ran"
+	run, err := Start(sh(e, script), nil, nil, agentStderr(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := run.Ready(); err != nil {
+		run.Abort()
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	upperEmpty("300ms after Ready")
+	run.Abort()
+	upperEmpty("after Abort")
+	e = newEnv(t)
+	if _, _, err := launch(t, sh(e, script)); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(filepath.Join(e.upper, "ran")); err != nil || string(b) != "ran\n" {
+		t.Errorf("after Go the agent wrote %q, %v; want \"ran\\n\" in the upper layer", b, err)
+	}
+}
+
 func TestAgentWritesLandInUpper(t *testing.T) {
 	privtest.Require(t)
 	e := newEnv(t)
