@@ -2,6 +2,7 @@ package layerseal
 
 import (
 	"crypto/ed25519"
+	"errors"
 	"os"
 	"path/filepath"
 	"sync/atomic"
@@ -108,4 +109,27 @@ func TestRunReadsUpperOnce(t *testing.T) {
 			t.Errorf("cache/c: %q, %v", b, err)
 		}
 	})
+}
+
+// TestRunEmptyApply: a run that changed nothing is applied with nothing
+// but the journal that says so: no plan of an apply in progress. A second
+// apply is refused as already applied.
+func TestRunEmptyApply(t *testing.T) {
+	privtest.Require(t)
+	ws, state := t.TempDir(), filepath.Join(t.TempDir(), "state")
+	res := runAgent(t, ws, state, attest.Policy{}, "cat /etc/hostname >/dev/null")
+	if !res.Applied || len(res.Statement.Entries) != 0 {
+		t.Fatalf("applied %v with %d entries, want an applied empty change set", res.Applied, len(res.Statement.Entries))
+	}
+	dir := OpenStore(state).session(res.Statement.SessionID)
+	j, err := dir.readJournal()
+	if err != nil || j == nil || j.State != journalApplied {
+		t.Fatalf("journal %+v, %v; want applied", j, err)
+	}
+	if _, err := os.Lstat(filepath.Join(string(dir), planFile)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("%s: %v, want none for an empty change set", planFile, err)
+	}
+	if _, err := OpenStore(state).Apply(res.Statement.SessionID, ApplyOptions{}); !errors.Is(err, ErrAlreadyApplied) {
+		t.Errorf("second apply: %v, want ErrAlreadyApplied", err)
+	}
 }
