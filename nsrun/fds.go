@@ -3,6 +3,7 @@ package nsrun
 import (
 	"fmt"
 	"os"
+	"slices"
 
 	"golang.org/x/sys/unix"
 
@@ -15,8 +16,8 @@ import (
 // on close-on-exec at once, so whatever else the caller left open (a shell's
 // `exec 9<dir`) stops there; init hands the agent stage its spec pipe at 3,
 // its report pipe at 4 and the preserved descriptors at 5 .. 5+n-1; the
-// stage moves them to 3 .. 3+n-1 and marks all others close-on-exec before
-// it executes the agent.
+// stage moves them to 3 .. 3+n-1 and its pipes above them, and marks all
+// but the preserved ones close-on-exec before it executes the agent.
 
 // preservedFiles duplicates the caller's descriptors 3 .. 3+n-1 for init.
 // Each must be open and inherited (not close-on-exec): every descriptor the
@@ -50,23 +51,27 @@ func closeFiles(files []*os.File) {
 }
 
 // arrangeFDs is the agent stage's last word on descriptors: the preserved
-// ones (at 5 .. 5+n-1) move to 3 .. 3+n-1, the report pipe (at 4) moves
-// above them, and every descriptor from 3+n on becomes close-on-exec. It
-// returns the report pipe's new number. Nothing else may open a descriptor
-// between the spec pipe's close and this call.
-func arrangeFDs(n, report int) (int, error) {
-	nr := report
+// ones (at 5 .. 5+n-1) move to 3 .. 3+n-1, the stage's own descriptors
+// (own: its spec and report pipes, at 3 and 4) move above them, and every
+// descriptor from 3+n on becomes close-on-exec. It returns the own
+// descriptors' numbers, moved or not. Nothing else may open a descriptor
+// before this call.
+func arrangeFDs(n int, own ...int) ([]int, error) {
+	moved := slices.Clone(own)
 	if n > 0 {
-		var err error
-		if nr, err = linux.DupFrom(report, 5+n, true); err != nil {
-			return report, err
+		for i, fd := range own {
+			nfd, err := linux.DupFrom(fd, 5+n, true)
+			if err != nil {
+				return moved, err
+			}
+			unix.Close(fd)
+			moved[i] = nfd
 		}
-		unix.Close(report)
 		for i := 0; i < n; i++ {
 			if err := linux.Dup3(5+i, 3+i, false); err != nil {
-				return nr, err
+				return moved, err
 			}
 		}
 	}
-	return nr, linux.CloexecFrom(3 + n)
+	return moved, linux.CloexecFrom(3 + n)
 }

@@ -115,6 +115,7 @@ func runInit() int {
 	}
 	filter, sb := f.prog, &ready.Sandbox
 	sb.Seccomp, sb.SeccompSHA256, sb.Missing = f.sb.Seccomp, f.sb.SeccompSHA256, append(sb.Missing, f.sb.Missing...)
+	stage.send(&cfg, filter)
 	send(message{Ready: &ready})
 
 	// Messages from the supervisor; the channel closes when it goes away.
@@ -138,7 +139,7 @@ func runInit() int {
 		go_ = m.Go
 	}
 
-	pid, err := stage.start(&cfg, filter)
+	pid, err := stage.start()
 	if err != nil {
 		return fail(err)
 	}

@@ -36,14 +36,16 @@ const envFDs = "_LAYERSEAL_NSRUN_FDS"
 
 // agentStage is the stage between init and the agent, started ahead of
 // the agent: the binary executed once more, which applies the process spec
-// and the filter to itself and then executes the agent's command in place.
-// Until start sends it its spec it only waits for it, so the Go runtime's
-// start overlaps init's setup and the supervisor's launch record instead of
-// delaying the agent.
+// to itself and then, told to go, loads the filter and executes the
+// agent's command in place. It starts before init sets up the namespace
+// and applies the spec (sent once the namespace is set up) while the
+// supervisor signs the launch record, so neither its Go runtime's start
+// nor that work delays the agent; nothing of the agent's runs before go.
 type agentStage struct {
 	pid   int
-	specW *os.File // the spec goes here; closing it unsent ends the stage
+	specW *os.File // the spec, then go; closing it before go ends the stage
 	errR  *os.File // EOF with nothing on it: the agent's command was executed
+	werr  error    // writing the spec failed (the stage reports why)
 }
 
 // startStage starts the agent stage as init's child, with init's stdin,
@@ -60,11 +62,14 @@ func startStage(cfg *Config) (*agentStage, error) {
 		specW.Close()
 		return nil, fmt.Errorf("pipe: %w", err)
 	}
-	files := []*os.File{os.Stdin, os.Stdout, os.Stderr, specR, errW}
+	files := []uintptr{0, 1, 2, specR.Fd(), errW.Fd()}
 	for i := 0; i < cfg.Sandbox.PreserveFDs; i++ {
-		files = append(files, os.NewFile(uintptr(4+i), "preserved"))
+		files = append(files, uintptr(4+i))
 	}
-	p, err := os.StartProcess("/proc/self/exe", []string{"layerseal-exec"}, &os.ProcAttr{
+	// syscall.ForkExec rather than os.StartProcess: init needs no pidfd
+	// of the stage, and os.StartProcess tries a child first to find out
+	// whether the kernel gives one.
+	pid, err := syscall.ForkExec("/proc/self/exe", []string{"layerseal-exec"}, &syscall.ProcAttr{
 		Dir:   "/",
 		Env:   []string{envMarker + "=exec", envFDs + "=" + strconv.Itoa(cfg.Sandbox.PreserveFDs)},
 		Files: files,
@@ -76,21 +81,28 @@ func startStage(cfg *Config) (*agentStage, error) {
 		errR.Close()
 		return nil, fmt.Errorf("start agent stage %q: %w", "/proc/self/exe", err)
 	}
-	st := &agentStage{pid: p.Pid, specW: specW, errR: errR}
-	_ = p.Release()
-	return st, nil
+	return &agentStage{pid: pid, specW: specW, errR: errR}, nil
 }
 
-// start sends the stage the agent's process and filter (nil for none) and
-// returns the agent's pid once its command was executed, or the stage's
-// error.
-func (st *agentStage) start(cfg *Config, filter seccomp.Program) (int, error) {
-	defer st.errR.Close()
+// send sends the stage the agent's process and filter (nil for none): it
+// applies the process, except the filter, and waits for go. A failure
+// shows in start.
+func (st *agentStage) send(cfg *Config, filter seccomp.Program) {
 	spec := agentSpec{Process: cfg.Process}
 	if filter != nil {
 		spec.Seccomp = filter.Bytes()
 	}
-	werr := json.NewEncoder(st.specW).Encode(&spec)
+	st.werr = json.NewEncoder(st.specW).Encode(&spec)
+}
+
+// start tells the stage to go and returns the agent's pid once its
+// command was executed, or the stage's error.
+func (st *agentStage) start() (int, error) {
+	defer st.errR.Close()
+	werr := st.werr
+	if werr == nil {
+		werr = json.NewEncoder(st.specW).Encode(message{Go: true})
+	}
 	st.specW.Close()
 	// The stage's end of errW is close-on-exec: EOF with nothing written
 	// means the agent's command was executed.
@@ -114,13 +126,33 @@ func (st *agentStage) start(cfg *Config, filter seccomp.Program) (int, error) {
 	return st.pid, nil
 }
 
+// fdReader reads the descriptor *fd names when it reads, which may move.
+type fdReader struct{ fd *int }
+
+func (r fdReader) Read(p []byte) (int, error) {
+	for {
+		n, err := unix.Read(*r.fd, p)
+		switch {
+		case errors.Is(err, unix.EINTR):
+			continue
+		case err != nil:
+			return 0, err
+		case n == 0 && len(p) > 0:
+			return 0, io.EOF
+		}
+		return n, nil
+	}
+}
+
 // execAgent is the stage between init and the agent. It runs on one locked
 // thread: credentials and capabilities are per thread, and the thread that
 // executes the agent's command passes its own on.
 func execAgent() {
 	runtime.LockOSThread()
-	// The report pipe is used by number: it moves before the agent runs.
-	report := 4
+	// The spec and report pipes are used by number: they move before the
+	// agent runs.
+	spec, report := 3, 4
+	unix.CloseOnExec(spec)
 	unix.CloseOnExec(report)
 	fail := func(err error) {
 		b, _ := json.Marshal(message{Error: err.Error(), NotFound: errors.Is(err, ErrCommandNotFound)})
@@ -128,11 +160,10 @@ func execAgent() {
 		os.Exit(125)
 	}
 	var as agentSpec
-	spec := os.NewFile(3, "nsrun-spec")
-	if err := json.NewDecoder(spec).Decode(&as); err != nil {
+	dec := json.NewDecoder(fdReader{&spec})
+	if err := dec.Decode(&as); err != nil {
 		fail(fmt.Errorf("read process spec: %w", err))
 	}
-	spec.Close()
 	var filter seccomp.Program
 	if as.Seccomp != nil {
 		var err error
@@ -142,8 +173,9 @@ func execAgent() {
 	}
 	p := &as.Process
 	n, _ := strconv.Atoi(os.Getenv(envFDs))
-	var err error
-	if report, err = arrangeFDs(n, report); err != nil {
+	own, err := arrangeFDs(n, spec, report)
+	spec, report = own[0], own[1]
+	if err != nil {
 		fail(fmt.Errorf("close the descriptors the agent must not inherit: %w", err))
 	}
 	if err := newSession(p.Terminal); err != nil {
@@ -153,19 +185,33 @@ func execAgent() {
 	if err != nil {
 		fail(err)
 	}
+	// Everything up to here was done while the supervisor wrote the launch
+	// record; the agent's command runs only once init says go, and init
+	// closing the pipe instead (the run was aborted) ends the stage.
+	var m message
+	if err := dec.Decode(&m); err != nil || !m.Go {
+		os.Exit(125)
+	}
+	unix.Close(spec)
+	if filter != nil && p.NoNewPrivileges {
+		if err := loadFilter(filter); err != nil {
+			fail(err)
+		}
+	}
 	err = unix.Exec(path, p.Args, p.Env)
 	fail(fmt.Errorf("exec %q: %w", path, err))
 }
 
-// applyProcess applies p and filter to the calling thread and process, in
-// the order that keeps each step permitted: limits and bounding set while
-// still privileged, then groups and ids, then the remaining capability sets,
+// applyProcess applies p to the calling thread and process, in the order
+// that keeps each step permitted: limits and bounding set while still
+// privileged, then groups and ids, then the remaining capability sets,
 // no_new_privs and the working directory. It returns the resolved command.
-// The seccomp filter (none when nil) comes last, after the command was
-// found, so that only execve follows; without no_new_privs the kernel takes
-// a filter only from a thread holding CAP_SYS_ADMIN, so it is loaded before
-// the capabilities and ids change instead (as runc does), and every call
-// of the steps after it is one the default filter allows.
+// With no_new_privs the caller loads the seccomp filter (none when nil)
+// last, right before it executes the command, so that only execve
+// follows; without no_new_privs the kernel takes a filter only from a
+// thread holding CAP_SYS_ADMIN, so applyProcess loads it before the
+// capabilities and ids change instead (as runc does), and every call of
+// the steps after it is one the default filter allows.
 func applyProcess(p *specs.Process, filter seccomp.Program) (string, error) {
 	if p.User.Umask != nil {
 		unix.Umask(int(*p.User.Umask & 0o777))
@@ -241,16 +287,7 @@ func applyProcess(p *specs.Process, filter seccomp.Program) (string, error) {
 	if err := unix.Chdir(p.Cwd); err != nil {
 		return "", fmt.Errorf("chdir %q: %w", p.Cwd, err)
 	}
-	path, err := lookPath(p.Args[0], p.Env)
-	if err != nil {
-		return "", err
-	}
-	if filter != nil && p.NoNewPrivileges {
-		if err := loadFilter(filter); err != nil {
-			return "", err
-		}
-	}
-	return path, nil
+	return lookPath(p.Args[0], p.Env)
 }
 
 // loadFilter installs the agent's seccomp filter on the calling thread,
