@@ -152,12 +152,18 @@ func (d sessionDir) readJournal() (*journal, error) {
 // saveJournal writes j, stamped with the statement env's digest and the
 // time, atomically, and syncs it and the session dir.
 func (d sessionDir) saveJournal(j journal, env []byte) error {
-	j.Statement, j.Time = fmt.Sprintf("%x", sha(env)), time.Now().UTC()
-	b, err := json.Marshal(j)
+	b, err := j.stamped(env)
 	if err != nil {
 		return err
 	}
 	return atomicfile.WriteFiles([]atomicfile.File{{Path: d.journal(), Data: b, Perm: 0o600}})[0]
+}
+
+// stamped is j stamped with the statement env's digest and the time, as
+// the journal file holds it.
+func (j journal) stamped(env []byte) ([]byte, error) {
+	j.Statement, j.Time = fmt.Sprintf("%x", sha(env)), time.Now().UTC()
+	return json.Marshal(j)
 }
 
 // planFile holds the entries an apply in progress applies (private to the

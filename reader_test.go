@@ -112,8 +112,9 @@ func TestRunReadsUpperOnce(t *testing.T) {
 }
 
 // TestRunEmptyApply: a run that changed nothing is applied with nothing
-// but the journal that says so: no plan of an apply in progress. A second
-// apply is refused as already applied.
+// but the journal that says so (written with the statement): no plan of
+// an apply in progress, and the upper layer is dropped. A second apply is
+// refused as already applied.
 func TestRunEmptyApply(t *testing.T) {
 	privtest.Require(t)
 	ws, state := t.TempDir(), filepath.Join(t.TempDir(), "state")
@@ -126,8 +127,10 @@ func TestRunEmptyApply(t *testing.T) {
 	if err != nil || j == nil || j.State != journalApplied {
 		t.Fatalf("journal %+v, %v; want applied", j, err)
 	}
-	if _, err := os.Lstat(filepath.Join(string(dir), planFile)); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("%s: %v, want none for an empty change set", planFile, err)
+	for _, p := range []string{filepath.Join(string(dir), planFile), dir.upper(), dir.work()} {
+		if _, err := os.Lstat(p); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s: %v, want none after an empty change set was applied", p, err)
+		}
 	}
 	if _, err := OpenStore(state).Apply(res.Statement.SessionID, ApplyOptions{}); !errors.Is(err, ErrAlreadyApplied) {
 		t.Errorf("second apply: %v, want ErrAlreadyApplied", err)

@@ -610,11 +610,12 @@ func (s *session) finish(id string, res nsrun.Result, lostEnd bool) (*RunResult,
 	if err != nil {
 		return out, fmt.Errorf("sign statement: %w; the change set is kept in %s", err, s.dir)
 	}
-	if err := s.writeStatement(st, b); err != nil {
+	journaled, err := s.writeStatement(st, b)
+	if err != nil {
 		return out, err
 	}
 	out.Statement = st
-	if out.Applied, err = s.settle(b, st, excluded); err != nil || !out.Applied {
+	if out.Applied, err = s.settle(b, st, excluded, journaled); err != nil || !out.Applied {
 		return out, err
 	}
 	out.Kept = ""
@@ -624,11 +625,13 @@ func (s *session) finish(id string, res nsrun.Result, lostEnd bool) (*RunResult,
 // writeStatement writes the signed statement b of st to the output dir
 // and the session's state dir, and its signed head and Sigstore bundle to
 // the output dir, all together (atomicfile.WriteFiles), the statement
-// first. Only the output dir's statement must be written: the agent may
+// first; and last, for an empty change set the run applies, the journal
+// that says it is applied (see emptyApplied), reporting whether it wrote
+// that. Only the output dir's statement must be written: the agent may
 // have filled the state dir's filesystem, and the statement must exist
 // somewhere; when it is not, nothing else is left either. The others
-// failing is logged.
-func (s *session) writeStatement(st *attest.Statement, b []byte) error {
+// failing is logged (a journal not written is written by settle).
+func (s *session) writeStatement(st *attest.Statement, b []byte) (journaled bool, _ error) {
 	files := []atomicfile.File{
 		{Path: filepath.Join(s.out, StatementFile), Data: b, Perm: 0o644},
 		{Path: filepath.Join(string(s.dir), StatementFile), Data: b, Perm: 0o600},
@@ -640,6 +643,10 @@ func (s *session) writeStatement(st *attest.Statement, b []byte) error {
 	// Signed here, written below: these fail only to sign.
 	headErr := writeHead(s.cfg.Key, attest.HeadOf(st), filepath.Join(s.out, attest.HeadFile(StatementFile)), add)
 	sigErr := writeSigstore(s.cfg.Key, b, filepath.Join(s.out, SigstoreFile), add)
+	signed := len(files)
+	if j := s.emptyApplied(st, b); j != nil {
+		files = append(files, *j)
+	}
 	errs := atomicfile.WriteFiles(files)
 	if errs[0] != nil {
 		for i, f := range files[1:] {
@@ -647,12 +654,12 @@ func (s *session) writeStatement(st *attest.Statement, b []byte) error {
 				os.Remove(f.Path)
 			}
 		}
-		return fmt.Errorf("%w; the change set is kept in %s", errs[0], s.dir)
+		return false, fmt.Errorf("%w; the change set is kept in %s", errs[0], s.dir)
 	}
 	if errs[1] != nil {
 		s.log("keeping a copy of the statement in the state dir: %v", errs[1])
 	}
-	for i, f := range files[2:] {
+	for i, f := range files[2:signed] {
 		if err := errs[i+2]; err == nil {
 			continue
 		} else if filepath.Base(f.Path) == SigstoreFile {
@@ -667,7 +674,7 @@ func (s *session) writeStatement(st *attest.Statement, b []byte) error {
 	if sigErr != nil {
 		s.log("%v", sigErr)
 	}
-	return nil
+	return len(files) > signed && errs[signed] == nil, nil
 }
 
 // Unexamined reports whether parts of the upper layer of st's session

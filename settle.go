@@ -3,9 +3,11 @@ package layerseal
 import (
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 
 	"github.com/layerseal/layerseal/attest"
+	"github.com/layerseal/layerseal/internal/atomicfile"
 	"github.com/layerseal/layerseal/policy"
 )
 
@@ -13,30 +15,18 @@ import (
 // session's change set goes to the workspace now: not when the policy
 // stages it or when the sweep could not revert a violation (both leave it
 // for `layerseal diff`, `apply` and `discard`). It reports whether it
-// applied.
-func (s *session) settle(env []byte, st *attest.Statement, excluded *subtrees) (bool, error) {
-	if s.cfg.Policy.Apply == policy.ApplyStage {
-		return false, nil // the caller says how to go on
-	}
-	if b := blocked(st); len(b) > 0 {
-		s.log("the sweep could not revert %v: the change set is staged, not applied", b)
+// applied. journaled says writeStatement already wrote the journal of an
+// applied empty change set (see emptyApplied): nothing is left to do but
+// drop the upper layer.
+func (s *session) settle(env []byte, st *attest.Statement, excluded *subtrees, journaled bool) (bool, error) {
+	if why, staged := s.staging(st); staged {
+		if why != "" {
+			s.log("%s", why)
+		}
 		return false, nil
 	}
-	if lowerMoved(st.Incomplete) {
-		s.log("the workspace path %q no longer leads to the directory the session started on: nothing is applied; the change set is kept in %s (`layerseal diff %s` shows it, `layerseal discard %s` drops it)", s.ws, s.dir, s.out, s.out)
-		return false, nil
-	}
-	if unexamined(st.Incomplete) {
-		s.log("parts of the upper layer were not examined (see the incomplete reasons): nothing is applied automatically; `layerseal apply %s` applies what was examined and keeps the rest in %s", s.out, s.dir.upper())
-		return false, nil
-	}
-	if st.Exit.Interrupt != "" {
-		s.log("the run was interrupted (%s): the change set is staged, not applied", st.Exit.Interrupt)
-		return false, nil
-	}
-	if why := holdBack(st); why != "" && s.cfg.Policy.Apply != policy.ApplyAlways {
-		s.log("%s: the change set is staged, not applied (`apply: always` in layerseal.yaml applies it anyway)", why)
-		return false, nil
+	if journaled {
+		return true, errors.Join(os.RemoveAll(s.dir.upper()), os.RemoveAll(s.dir.work()))
 	}
 	sg := &staged{dir: s.dir, rec: s.rec, env: env, st: st, launch: s.launchRec, ws: s.wsDir, r: s.reader, excluded: excluded}
 	var changed *WorkspaceChangedError
@@ -47,6 +37,45 @@ func (s *session) settle(env []byte, st *attest.Statement, excluded *subtrees) (
 		return false, err
 	}
 	return true, nil
+}
+
+// staging reports whether the change set of the session's statement st
+// stays staged rather than applied at the end of the run, and why, in a
+// line for the log ("" when the policy stages it: the caller says how to
+// go on).
+func (s *session) staging(st *attest.Statement) (why string, staged bool) {
+	switch {
+	case s.cfg.Policy.Apply == policy.ApplyStage:
+		return "", true
+	case len(blocked(st)) > 0:
+		return fmt.Sprintf("the sweep could not revert %v: the change set is staged, not applied", blocked(st)), true
+	case lowerMoved(st.Incomplete):
+		return fmt.Sprintf("the workspace path %q no longer leads to the directory the session started on: nothing is applied; the change set is kept in %s (`layerseal diff %s` shows it, `layerseal discard %s` drops it)", s.ws, s.dir, s.out, s.out), true
+	case unexamined(st.Incomplete):
+		return fmt.Sprintf("parts of the upper layer were not examined (see the incomplete reasons): nothing is applied automatically; `layerseal apply %s` applies what was examined and keeps the rest in %s", s.out, s.dir.upper()), true
+	case st.Exit.Interrupt != "":
+		return fmt.Sprintf("the run was interrupted (%s): the change set is staged, not applied", st.Exit.Interrupt), true
+	}
+	if why := holdBack(st); why != "" && s.cfg.Policy.Apply != policy.ApplyAlways {
+		return why + ": the change set is staged, not applied (`apply: always` in layerseal.yaml applies it anyway)", true
+	}
+	return "", false
+}
+
+// emptyApplied is the journal file of st's session once its change set is
+// applied, when that change set is empty and settle will apply it, or nil:
+// an empty change set changes nothing in the workspace, so writeStatement
+// writes this journal together with the statement env rather than after
+// it, and settle has nothing left to write.
+func (s *session) emptyApplied(st *attest.Statement, env []byte) *atomicfile.File {
+	if _, staged := s.staging(st); staged || len(st.AppliedEntries()) > 0 || len(st.Excluded) > 0 {
+		return nil
+	}
+	b, err := journal{State: journalApplied}.stamped(env)
+	if err != nil {
+		return nil
+	}
+	return &atomicfile.File{Path: s.dir.journal(), Data: b, Perm: 0o600}
 }
 
 // holdBack says why the automatic apply (policy.ApplyAuto) keeps st's

@@ -11,10 +11,12 @@ import (
 	"time"
 
 	"github.com/layerseal/layerseal/attest"
+	"github.com/layerseal/layerseal/policy"
 )
 
 // TestWriteStatement: the statement goes to the output dir and the state
-// dir, its head and Sigstore bundle to the output dir; when the output
+// dir, its head and Sigstore bundle to the output dir, and the journal of
+// an empty change set the run applies to the state dir; when the output
 // dir's statement cannot be written nothing of them is left and the run
 // fails, and when only the state dir's copy cannot be, that is logged and
 // the output dir is complete.
@@ -45,8 +47,13 @@ func TestWriteStatement(t *testing.T) {
 
 	t.Run("written", func(t *testing.T) {
 		s, log := newSession(t)
-		if err := s.writeStatement(st, b); err != nil {
+		journaled, err := s.writeStatement(st, b)
+		if err != nil {
 			t.Fatal(err)
+		}
+		// An empty change set the run applies: its journal comes along.
+		if j, err := s.dir.readJournal(); !journaled || err != nil || j == nil || j.State != journalApplied || j.Statement != fmt.Sprintf("%x", sha(b)) {
+			t.Errorf("journaled %v, journal %+v, %v; want it applied, for this statement", journaled, j, err)
 		}
 		for _, p := range []string{filepath.Join(s.out, StatementFile), filepath.Join(string(s.dir), StatementFile)} {
 			if got, err := os.ReadFile(p); err != nil || !bytes.Equal(got, b) {
@@ -68,11 +75,11 @@ func TestWriteStatement(t *testing.T) {
 		if err := os.MkdirAll(filepath.Join(s.out, StatementFile, "x"), 0o700); err != nil {
 			t.Fatal(err)
 		}
-		err := s.writeStatement(st, b)
+		_, err := s.writeStatement(st, b)
 		if err == nil || !strings.Contains(err.Error(), "the change set is kept in "+string(s.dir)) {
 			t.Fatalf("error %v, want one saying where the change set is kept", err)
 		}
-		for _, p := range []string{filepath.Join(string(s.dir), StatementFile), filepath.Join(s.out, outFiles[1]), filepath.Join(s.out, outFiles[2])} {
+		for _, p := range []string{filepath.Join(string(s.dir), StatementFile), filepath.Join(s.out, outFiles[1]), filepath.Join(s.out, outFiles[2]), s.dir.journal()} {
 			if exists(p) {
 				t.Errorf("%s is left, with no statement in the output dir", p)
 			}
@@ -83,7 +90,7 @@ func TestWriteStatement(t *testing.T) {
 		if err := os.MkdirAll(filepath.Join(string(s.dir), StatementFile, "x"), 0o700); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.writeStatement(st, b); err != nil {
+		if _, err := s.writeStatement(st, b); err != nil {
 			t.Fatal(err)
 		}
 		for _, name := range outFiles {
@@ -93,6 +100,13 @@ func TestWriteStatement(t *testing.T) {
 		}
 		if !strings.Contains(log.String(), "keeping a copy of the statement in the state dir") {
 			t.Errorf("logged %q, want the state dir's copy reported", log.String())
+		}
+	})
+	t.Run("staged", func(t *testing.T) {
+		s, _ := newSession(t)
+		s.cfg.Policy.Apply = policy.ApplyStage
+		if journaled, err := s.writeStatement(st, b); err != nil || journaled || exists(s.dir.journal()) {
+			t.Errorf("journaled %v, %v; want no journal for a change set the policy stages", journaled, err)
 		}
 	})
 }
