@@ -118,7 +118,7 @@ func TestRunReadsUpperOnce(t *testing.T) {
 func TestRunEmptyApply(t *testing.T) {
 	privtest.Require(t)
 	ws, state := t.TempDir(), filepath.Join(t.TempDir(), "state")
-	res := runAgent(t, ws, state, attest.Policy{}, "cat /etc/hostname >/dev/null")
+	res := runAgent(t, ws, state, attest.Policy{}, "test -d .")
 	if !res.Applied || len(res.Statement.Entries) != 0 {
 		t.Fatalf("applied %v with %d entries, want an applied empty change set", res.Applied, len(res.Statement.Entries))
 	}
