@@ -3,6 +3,7 @@ package atomicfile
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -70,4 +71,38 @@ func TestWriteFilesRenameFails(t *testing.T) {
 	if len(ents) != 2 {
 		t.Errorf("%d entries in %s, want dir and ok: a temporary was left", len(ents), d)
 	}
+}
+
+// BenchmarkFiveFiles writes five files of 3 KB into two directories, as a
+// session writes its statement: one by one with Write, and together with
+// WriteFiles. The directories are under the test's temporary dir, so the
+// figures are those of its filesystem.
+func BenchmarkFiveFiles(b *testing.B) {
+	dirs := []string{b.TempDir(), b.TempDir()}
+	data := make([]byte, 3000)
+	files := func(n int) []File {
+		var fs []File
+		for i := range 5 {
+			fs = append(fs, File{Path: filepath.Join(dirs[i%2], fmt.Sprintf("f%d-%d", n, i)), Data: data, Perm: 0o600})
+		}
+		return fs
+	}
+	b.Run("one-by-one", func(b *testing.B) {
+		for n := range b.N {
+			for _, f := range files(n) {
+				if err := Write(f.Path, f.Data, f.Perm); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	})
+	b.Run("together", func(b *testing.B) {
+		for n := range b.N {
+			for _, err := range WriteFiles(files(n)) {
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	})
 }
