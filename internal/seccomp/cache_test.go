@@ -3,6 +3,7 @@ package seccomp
 import (
 	"testing"
 
+	"github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 )
 
@@ -84,7 +85,7 @@ func TestActionCache(t *testing.T) {
 					if !ok {
 						continue
 					}
-					if len(r.Args) == 0 && r.Action == "SCMP_ACT_ALLOW" {
+					if len(r.Args) == 0 && r.Action == specs.ActAllow {
 						plain[v] = true
 					} else {
 						conditional[v] = true
@@ -104,6 +105,15 @@ func TestActionCache(t *testing.T) {
 					t.Errorf("%s, caps %q: %s (%d) has argument rules, yet the cache rule allows it", a.Name, caps, name, v)
 				case got:
 					t.Errorf("%s, caps %q: %s (%d) is refused, yet the cache rule allows it", a.Name, caps, name, v)
+				}
+				if got {
+					// What the rule allows, the program allows whatever
+					// the arguments.
+					for _, args := range [][6]uint64{{}, {^uint64(0), 1, unix.TIOCSTI, 1 << 32, 7, 0}} {
+						if r := run(t, p, call{nr: v, arch: a.Audit, args: args}); r != allow {
+							t.Errorf("%s: %s (%d) cached as allowed, but the program answers %#x to arguments %#x", a.Name, name, v, r, args)
+						}
+					}
 				}
 				if got && constAllow(p, v, a.Audit+1) {
 					t.Errorf("%s: %s (%d) cached as allowed for a foreign architecture", a.Name, name, v)
