@@ -107,8 +107,15 @@ func BenchmarkCalls(b *testing.B) {
 	names := []string{"none", "filter", "uncached"}
 	work := make([]chan int, len(names))
 	done := make(chan error)
-	for i, filter := range []Program{nil, p, uncached} {
+	for i := range work {
 		work[i] = make(chan int)
+	}
+	defer func() {
+		for _, w := range work {
+			close(w) // ends each worker and its thread
+		}
+	}()
+	for i, filter := range []Program{nil, p, uncached} {
 		go func() {
 			runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
 			if filter != nil {
@@ -147,11 +154,6 @@ func BenchmarkCalls(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	defer func() {
-		for _, w := range work {
-			close(w)
-		}
-	}()
 	spent := make([]time.Duration, len(names))
 	const round = 2000
 	b.ResetTimer()
