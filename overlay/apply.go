@@ -518,6 +518,38 @@ func (a *applier) openParent(p attest.Path) (int, string, error) {
 	return fd, base, nil
 }
 
+// parentDir is the workspace directory a goroutine of apply opened last
+// (with openParent), kept for the next entry in it: entries come in path
+// order, and apply changes no directory while it creates files in them.
+type parentDir struct {
+	dir  attest.Path
+	fd   int
+	open bool
+}
+
+// get returns the directory holding p, opened or kept, and p's last
+// component. The descriptor stays p's parent's until close.
+func (d *parentDir) get(a *applier, p attest.Path) (int, string, error) {
+	dir, base := applySplit(p)
+	if d.open && d.dir == dir {
+		return d.fd, base, nil
+	}
+	d.close()
+	fd, base, err := a.openParent(p)
+	if err != nil {
+		return -1, base, err
+	}
+	d.dir, d.fd, d.open = dir, fd, true
+	return fd, base, nil
+}
+
+func (d *parentDir) close() {
+	if d.open {
+		unix.Close(d.fd)
+	}
+	d.open = false
+}
+
 // tempName is the temporary name for entry i (or for the hard-link group
 // member m when i < 0): fixed for a given entry set, so a re-run finds and
 // replaces what a failed run left.
@@ -623,6 +655,8 @@ func (a *applier) leave(p attest.Path, why string) {
 // metadata waits for finishDirs.
 func (a *applier) createAll() error {
 	var files []int
+	var parents parentDir
+	defer parents.close()
 	for i := range a.entries {
 		e := &a.entries[i]
 		if e.New == nil || isLinker(e) || a.left[e.Path] {
@@ -632,7 +666,7 @@ func (a *applier) createAll() error {
 			files = append(files, i)
 			continue
 		}
-		if err := a.create(i, e); err != nil {
+		if err := a.create(i, e, &parents); err != nil {
 			return err
 		}
 	}
@@ -650,12 +684,14 @@ func (a *applier) createFiles(idx []int) error {
 	var wg sync.WaitGroup
 	for range min(len(idx), max(2, runtime.GOMAXPROCS(0))) {
 		wg.Go(func() {
+			var parents parentDir
+			defer parents.close()
 			for {
 				k := next.Add(1) - 1
 				if k >= int64(len(idx)) {
 					return
 				}
-				if err := a.create(idx[k], &a.entries[idx[k]]); err != nil {
+				if err := a.create(idx[k], &a.entries[idx[k]], &parents); err != nil {
 					a.halt(err)
 					return
 				}
@@ -666,15 +702,20 @@ func (a *applier) createFiles(idx []int) error {
 	return a.halted
 }
 
-func (a *applier) create(i int, e *attest.Entry) error {
+// create makes e's path in the workspace (a regular file under a
+// temporary name, then renamed), with parents holding the last parent
+// directory opened.
+func (a *applier) create(i int, e *attest.Entry, parents *parentDir) error {
 	if e.Path == attest.Root {
 		return nil // the root exists; its metadata is set in finishDirs
 	}
-	dirfd, base, err := a.openParent(e.Path)
+	dirfd, base, err := parents.get(a, e.Path)
 	if err != nil {
 		return &ApplyError{Path: e.Path, Op: "open parent", Err: err}
 	}
-	defer unix.Close(dirfd)
+	if e.New.Type == attest.File && e.Change != attest.Metadata {
+		return a.writeFile(i, e, dirfd, base) // replaces whatever is there
+	}
 	st, err := linux.Lstat(dirfd, base)
 	exists := err == nil
 	if err != nil && !errors.Is(err, unix.ENOENT) {
@@ -771,9 +812,6 @@ func (a *applier) writeFile(i int, e *attest.Entry, dirfd int, base string) erro
 // Where the filesystem has O_TMPFILE the file gets its name only after
 // fill succeeds, so a refused or failed file never shows in the directory.
 func (a *applier) writeTemp(dirfd int, tmp string, p attest.Path, fill func(fd int) error) error {
-	if err := a.clearTemp(dirfd, tmp, p); err != nil {
-		return err
-	}
 	if err := a.step("write", p); err != nil {
 		return err
 	}
@@ -786,13 +824,23 @@ func (a *applier) writeTemp(dirfd int, tmp string, p attest.Path, fill func(fd i
 		if err := a.step("link", p); err != nil {
 			return err
 		}
-		if err := linux.LinkFD(dst, dirfd, tmp); err != nil {
+		err := linux.LinkFD(dst, dirfd, tmp)
+		if errors.Is(err, unix.EEXIST) { // left by an earlier run
+			if err = a.clearTemp(dirfd, tmp, p); err != nil {
+				return err
+			}
+			err = linux.LinkFD(dst, dirfd, tmp)
+		}
+		if err != nil {
 			return &ApplyError{Path: p, Op: "link", Err: err}
 		}
 		return nil
 	}
 	if !errors.Is(err, unix.EOPNOTSUPP) && !errors.Is(err, unix.EISDIR) && !errors.Is(err, unix.EINVAL) {
 		return &ApplyError{Path: p, Op: "create", Err: err}
+	}
+	if err := a.clearTemp(dirfd, tmp, p); err != nil {
+		return err
 	}
 	dst, err = linux.Openat(dirfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW)
 	if err != nil {

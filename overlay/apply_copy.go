@@ -13,6 +13,9 @@ import (
 // applyBufSize is the largest copy buffer of applyCopy.
 const applyBufSize = 1 << 20
 
+// applySmall is the largest file applyCopy reads without asking for holes.
+const applySmall = 64 << 10
+
 // applyZeros feeds hashes the contents of holes.
 var applyZeros = make([]byte, applyBufSize)
 
@@ -20,8 +23,13 @@ var applyZeros = make([]byte, applyBufSize)
 // (skipped when dst < 0) at the same offsets, writing only the data
 // regions SEEK_DATA/SEEK_HOLE report, so holes stay holes, and sets dst's
 // size to size. h, when not nil, receives all size bytes, holes as zeros.
-// A src shorter or longer than size is ErrNotAttested.
+// A src shorter or longer than size is ErrNotAttested. A file of at most
+// applySmall bytes is read whole in one call (and written with its holes
+// filled: at that size a hole saves at most a few blocks).
 func applyCopy(dst, src int, size int64, h hash.Hash) error {
+	if size <= applySmall {
+		return applyCopySmall(dst, src, size, h)
+	}
 	// A buffer no larger than the file: zeroing a large one for each of
 	// many small files would cost more than copying them.
 	buf := make([]byte, max(1, min(applyBufSize, size)))
@@ -67,15 +75,53 @@ func applyCopy(dst, src int, size int64, h hash.Hash) error {
 			off += int64(n)
 		}
 	}
-	if n, err := linux.Pread(src, buf[:1], size); err != nil {
+	// SEEK_DATA reports no data both in a hole at the end and past the
+	// end: only the file's size tells a short file from a sparse one.
+	st, err := linux.Lstat(src, "")
+	switch {
+	case err != nil:
 		return err
-	} else if n != 0 {
+	case int64(st.Size) > size:
 		return fmt.Errorf("%w: file is longer than the statement's %d bytes", ErrNotAttested, size)
+	case int64(st.Size) < size:
+		return fmt.Errorf("%w: file ends at %d, statement says %d bytes", ErrNotAttested, st.Size, size)
 	}
 	if dst >= 0 {
 		return linux.Ftruncate(dst, size)
 	}
 	return nil
+}
+
+// applyCopySmall is applyCopy for a file of at most applySmall bytes: it
+// asks for one byte more than size, so a longer file shows in the same
+// reads, and writes dst (a new, empty file) in one call.
+func applyCopySmall(dst, src int, size int64, h hash.Hash) error {
+	buf := make([]byte, size+1)
+	n := 0
+	for n < len(buf) {
+		k, err := linux.Pread(src, buf[n:], int64(n))
+		if err != nil {
+			return err
+		}
+		if k == 0 {
+			break
+		}
+		n += k
+	}
+	switch {
+	case int64(n) > size:
+		return fmt.Errorf("%w: file is longer than the statement's %d bytes", ErrNotAttested, size)
+	case int64(n) < size:
+		return fmt.Errorf("%w: file ends at %d, statement says %d bytes", ErrNotAttested, n, size)
+	}
+	data := buf[:size]
+	if h != nil {
+		h.Write(data)
+	}
+	if dst < 0 || size == 0 {
+		return nil
+	}
+	return linux.PwriteAll(dst, data, 0)
 }
 
 // applyHashZeros writes n zero bytes to h (if not nil).
