@@ -77,10 +77,18 @@ func (c *checkpointer) take() (*CheckpointResult, error) {
 		return nil, c.broken
 	}
 	start := time.Now()
-	idx, err := probe.Scan(c.r.upper, probe.ScanOptions{MaxEntries: int(c.r.policy.MaxEntries), Flush: true})
+	// The probe keeps its entries in the state dir; a file it cannot
+	// write makes the next checkpoint that walks do so from scratch.
+	idx, err := probe.Scan(c.r.upper, probe.ScanOptions{MaxEntries: int(c.r.policy.MaxEntries), Flush: true, Dir: filepath.Dir(c.changes)})
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint: %w", err)
 	}
+	kept := false
+	defer func() {
+		if !kept {
+			idx.Close()
+		}
+	}()
 	cp := c.base
 	d := idx.Digest()
 	cp.Probe, cp.ProbeEntries, cp.Taken = d[:], uint64(idx.Len()), time.Now().UTC()
@@ -116,7 +124,10 @@ func (c *checkpointer) take() (*CheckpointResult, error) {
 		c.broken = fmt.Errorf("checkpoint %d could not be written, so no later one is taken: %w", cp.Seq, err)
 		return nil, c.broken
 	}
-	c.probe, c.head = idx, sha(env)
+	if c.probe != nil {
+		c.probe.Close()
+	}
+	c.probe, c.head, kept = idx, sha(env), true
 	var headProblem string
 	if err := writeHead(c.key, attest.HeadOfCheckpoint(&cp), attest.HeadFile(file), writeUnsynced); err != nil {
 		headProblem = fmt.Sprintf("checkpoint %d is written, but not its signed head: %v", cp.Seq, err)
@@ -194,7 +205,12 @@ func (c *checkpointer) changedSince(idx *probe.Index) ([]string, bool) {
 			again = append(again, string(r.Path))
 		}
 	}
-	changed := append(idx.Changed(c.probe), again...)
+	changed, err := idx.Changed(c.probe)
+	if err != nil {
+		// A listing of either probe is not as it was written: walk all.
+		return nil, false
+	}
+	changed = append(changed, again...)
 	slices.SortFunc(changed, probe.ComparePaths)
 	return changed, true
 }
@@ -231,6 +247,10 @@ func (c *checkpointer) final() (func(attest.Path, overlay.FileStat) []byte, []by
 		syncFS(c.dir)
 	}
 	os.Remove(c.changes)
+	if c.probe != nil {
+		c.probe.Close()
+		c.probe = nil
+	}
 	return c.digests.lookup, c.head
 }
 
