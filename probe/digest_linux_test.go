@@ -473,3 +473,81 @@ func TestScanMaxEntriesParallel(t *testing.T) {
 		t.Fatalf("%d goroutines after the scans, %d before", now, goroutines)
 	}
 }
+
+// TestChangedIsEntryExact: after random changes to a hostile tree,
+// Changed lists exactly the paths whose entry was added, removed, has
+// another stat tuple or is racy in either probe, as the two plain walks
+// show them; with the listings in files or in memory.
+func TestChangedIsEntryExact(t *testing.T) {
+	root := t.TempDir()
+	hostileTree(t, root, 200, 3)
+	rnd := rand.New(rand.NewPCG(5, 5))
+	for _, keep := range []string{t.TempDir(), ""} {
+		time.Sleep(2 * RacyWindow())
+		prev, err := Scan(root, ScanOptions{Dir: keep})
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := referenceScan(t, root)
+		for round := range 8 {
+			var paths []string
+			for _, e := range before[1:] {
+				paths = append(paths, e.path)
+			}
+			for range 1 + rnd.IntN(5) {
+				p := filepath.Join(root, paths[rnd.IntN(len(paths))])
+				switch rnd.IntN(3) {
+				case 0:
+					os.RemoveAll(p)
+				case 1:
+					if fi, err := os.Lstat(p); err == nil && fi.Mode().IsRegular() {
+						os.WriteFile(p, []byte("x"), 0o644)
+					}
+				default:
+					if fi, err := os.Lstat(p); err == nil && fi.IsDir() {
+						os.WriteFile(filepath.Join(p, fmt.Sprint("new", round)), nil, 0o644)
+					}
+				}
+			}
+			if round%2 == 0 {
+				time.Sleep(2 * RacyWindow()) // odd rounds leave racy entries
+			}
+			x, err := Scan(root, ScanOptions{Dir: keep})
+			if err != nil {
+				t.Fatal(err)
+			}
+			after := referenceScan(t, root)
+			got, err := x.Changed(prev)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := refChanged(before, after, prev, x); !slices.Equal(got, want) {
+				t.Fatalf("round %d: changed %q, want %q", round, got, want)
+			}
+			prev.Close()
+			prev, before = x, after
+		}
+		prev.Close()
+	}
+}
+
+// refChanged is Index.Changed computed from two plain walks.
+func refChanged(before, after []refEntry, prev, x *Index) []string {
+	old := map[string]Stat{}
+	for _, e := range before {
+		old[e.path] = e.st
+	}
+	var out []string
+	for _, e := range after {
+		st, ok := old[e.path]
+		delete(old, e.path)
+		if !ok || st != e.st || st.Racy(prev.Time, prev.Window) || e.st.Racy(x.Time, x.Window) {
+			out = append(out, e.path)
+		}
+	}
+	for p := range old {
+		out = append(out, p)
+	}
+	slices.SortFunc(out, ComparePaths)
+	return out
+}
