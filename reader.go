@@ -3,6 +3,7 @@ package layerseal
 import (
 	"fmt"
 	"os"
+	"runtime/debug"
 	"slices"
 	"time"
 
@@ -71,7 +72,26 @@ func (r *reader) read(opt overlay.ReadOptions) (*overlay.Changes, error) {
 	if onRead != nil {
 		onRead()
 	}
+	defer leanGC()()
 	return overlay.Read(r.upper, r.lower, opt)
+}
+
+// walkGCPercent is the collector's target (GOGC) while a walk builds a
+// change list, which is most of what the supervisor holds: the heap may
+// grow a quarter past what is live between collections, not double. At
+// 100,000 upper entries it cut the final walk's peak by a sixth (from 67
+// to 57 MiB) in about the same time; 10 gained nothing more.
+const walkGCPercent = 25
+
+// leanGC lowers the collector's target to walkGCPercent, unless it is
+// lower already, and returns what puts it back.
+func leanGC() func() {
+	old := debug.SetGCPercent(walkGCPercent)
+	if old >= 0 && old < walkGCPercent {
+		debug.SetGCPercent(old)
+		return func() {}
+	}
+	return func() { debug.SetGCPercent(old) }
 }
 
 // readChanged reads again only what changed since prev (see
@@ -80,6 +100,7 @@ func (r *reader) readChanged(prev *overlay.Changes, changed func(attest.Path) bo
 	if onRead != nil {
 		onRead()
 	}
+	defer leanGC()()
 	return overlay.ReadChanged(r.upper, r.lower, prev, changed, opt)
 }
 
