@@ -383,6 +383,13 @@ func (w *worker) list(j scanJob) {
 	if d.path == "" {
 		d.path = "."
 	}
+	size := 0
+	for _, name := range names {
+		size += 4 + len(name) + 36
+	}
+	if cap(w.buf) < size {
+		w.buf = make([]byte, 0, size) // exactly: a flat tree's listing may be large
+	}
 	w.buf = w.buf[:0]
 	for _, name := range names {
 		if s.stopped.Load() {
@@ -410,6 +417,9 @@ func (w *worker) list(j scanJob) {
 	d.sum = sha256.Sum256(w.buf)
 	d.off, d.size = s.x.ents.add(w.buf), int64(len(w.buf))
 	w.dirs = append(w.dirs, d)
+	if cap(w.buf) > 1<<20 {
+		w.buf = nil
+	}
 	if len(subs) == 0 {
 		unix.Close(j.fd)
 		return
