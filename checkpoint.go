@@ -122,10 +122,15 @@ func (c *checkpointer) take() (*CheckpointResult, error) {
 		c.broken = fmt.Errorf("checkpoint %d could not be written, so no later one is taken: %w", cp.Seq, err)
 		return nil, c.broken
 	}
-	if c.probe != nil {
+	c.head = sha(env)
+	if !cp.Unchanged {
+		// An unchanged probe has the last one's listings, with no entry
+		// racy in either: the last one stays, and the new one's file goes
+		// before it is written back, so the next probe's syncfs has
+		// nothing of it to write.
 		c.probe.Close()
+		c.probe, kept = idx, true
 	}
-	c.probe, c.head, kept = idx, sha(env), true
 	var headProblem string
 	if err := writeHead(c.key, attest.HeadOfCheckpoint(&cp), attest.HeadFile(file), writeUnsynced); err != nil {
 		headProblem = fmt.Sprintf("checkpoint %d is written, but not its signed head: %v", cp.Seq, err)
@@ -246,10 +251,8 @@ func (c *checkpointer) final() (func(attest.Path, overlay.FileStat) []byte, []by
 	}
 	os.Remove(c.changes)
 	c.digests.unlink()
-	if c.probe != nil {
-		c.probe.Close()
-		c.probe = nil
-	}
+	c.probe.Close()
+	c.probe = nil
 	return c.digests.lookup, c.head
 }
 

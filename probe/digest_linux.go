@@ -568,8 +568,11 @@ func (x *Index) Bytes() int {
 }
 
 // Close removes the file that keeps the index's entries; Changed against
-// the index fails after it.
+// the index fails after it. A nil index is closed already.
 func (x *Index) Close() error {
+	if x == nil {
+		return nil
+	}
 	return x.ents.close()
 }
 
