@@ -83,6 +83,7 @@ func newDigestCache(dir string, seen []seenStat, ch *overlay.Changes, old *diges
 		return dc
 	}
 	w := digestWriter{dc: dc, f: f}
+	prev := digestCursor{dc: old}
 	k := 0 // seen and ch.Entries are both sorted by path bytes
 	for i := range ch.Entries {
 		e := &ch.Entries[i]
@@ -96,7 +97,7 @@ func newDigestCache(dir string, seen []seenStat, ch *overlay.Changes, old *diges
 		if k < len(seen) && seen[k].path == e.Path {
 			st = seen[k].st
 		} else {
-			ost, sum, ok := old.find(e.Path)
+			ost, sum, ok := prev.seek(e.Path)
 			if !ok || !bytes.Equal(sum, e.New.SHA256) {
 				continue
 			}
@@ -192,15 +193,60 @@ func (dc *digestCache) find(p attest.Path) (probe.Stat, []byte, bool) {
 	}
 	j, found := slices.BinarySearchFunc(lb.recs, string(p), func(r int32, p string) int {
 		n := int32(binary.BigEndian.Uint32(lb.b[r:]))
-		return strings.Compare(string(lb.b[r+4:r+4+n]), p)
+		return bytes.Compare(lb.b[r+4:r+4+n], []byte(p))
 	})
 	if !found {
 		return probe.Stat{}, nil, false
 	}
 	r := lb.b[lb.recs[j]+4+int32(len(p)):]
-	st := probe.Stat{Mode: binary.BigEndian.Uint32(r), Ino: binary.BigEndian.Uint64(r[4:]), Size: binary.BigEndian.Uint64(r[12:]),
+	return recordStat(r), slices.Clone(r[36:68]), true
+}
+
+// digestCursor reads a cache's records in order, for lookups in path
+// order: each block is read once.
+type digestCursor struct {
+	dc  *digestCache
+	bi  int // the block lb is, or the next to read
+	lb  *loadedBlock
+	ri  int // the next record of lb
+	end bool
+}
+
+// seek returns the record of p, which must not sort before a path sought
+// earlier: its stat and digest (which is only valid until the next seek).
+func (c *digestCursor) seek(p attest.Path) (probe.Stat, []byte, bool) {
+	for !c.end {
+		if c.lb == nil || c.ri == len(c.lb.recs) {
+			if c.dc == nil || c.dc.file == nil || c.bi == len(c.dc.blocks) {
+				c.end = true
+				break
+			}
+			c.dc.mu.Lock()
+			c.lb = c.dc.read(c.bi)
+			c.dc.mu.Unlock()
+			c.bi, c.ri = c.bi+1, 0
+			if c.lb == nil {
+				c.end = true
+				break
+			}
+		}
+		b := c.lb.b[c.lb.recs[c.ri]:]
+		n := binary.BigEndian.Uint32(b)
+		q := b[4 : 4+n]
+		if string(q) > string(p) {
+			break
+		}
+		c.ri++
+		if string(q) == string(p) {
+			return recordStat(b[4+n:]), b[4+n+36 : 4+n+68], true
+		}
+	}
+	return probe.Stat{}, nil, false
+}
+
+func recordStat(r []byte) probe.Stat {
+	return probe.Stat{Mode: binary.BigEndian.Uint32(r), Ino: binary.BigEndian.Uint64(r[4:]), Size: binary.BigEndian.Uint64(r[12:]),
 		MtimeNS: int64(binary.BigEndian.Uint64(r[20:])), CtimeNS: int64(binary.BigEndian.Uint64(r[28:]))}
-	return st, slices.Clone(r[36:68]), true
 }
 
 // load returns block i, read back and checked, or nil (and the cache
@@ -213,6 +259,24 @@ func (dc *digestCache) load(i int) *loadedBlock {
 			return lb
 		}
 	}
+	lb := dc.read(i)
+	if lb == nil {
+		return nil
+	}
+	if len(dc.recent) < digestRecent {
+		dc.recent = append(dc.recent, nil)
+	}
+	copy(dc.recent[1:], dc.recent)
+	dc.recent[0] = lb
+	return lb
+}
+
+// read reads block i back and checks it; nil (and the cache failed)
+// when it is not as written. dc.mu is held.
+func (dc *digestCache) read(i int) *loadedBlock {
+	if dc.failed {
+		return nil
+	}
 	bl := &dc.blocks[i]
 	b := make([]byte, bl.size)
 	if _, err := dc.file.ReadAt(b, bl.off); err != nil || sha256.Sum256(b) != bl.sum {
@@ -224,11 +288,6 @@ func (dc *digestCache) load(i int) *loadedBlock {
 		lb.recs = append(lb.recs, int32(off))
 		off += digestRecFixed + int(binary.BigEndian.Uint32(b[off:]))
 	}
-	if len(dc.recent) < digestRecent {
-		dc.recent = append(dc.recent, nil)
-	}
-	copy(dc.recent[1:], dc.recent)
-	dc.recent[0] = lb
 	return lb
 }
 
