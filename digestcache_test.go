@@ -21,9 +21,13 @@ func TestDigestCacheBlocks(t *testing.T) {
 	const n = 5000
 	var ch overlay.Changes
 	var seen []seenStat
-	stat := func(i int) probe.Stat { return probe.Stat{Mode: 0o100644, Ino: uint64(i), Size: uint64(i), MtimeNS: int64(i), CtimeNS: int64(i) + 1} }
+	stat := func(i int) probe.Stat {
+		return probe.Stat{Mode: 0o100644, Ino: uint64(i), Size: uint64(i), MtimeNS: int64(i), CtimeNS: int64(i) + 1}
+	}
 	sum := func(i, gen int) []byte { s := sha256.Sum256(fmt.Appendf(nil, "%d/%d", i, gen)); return s[:] }
-	path := func(i int) attest.Path { return attest.Path(fmt.Sprintf("dir%03d/file-with-a-longer-name-%05d", i%100, i)) }
+	path := func(i int) attest.Path {
+		return attest.Path(fmt.Sprintf("dir%03d/file-with-a-longer-name-%05d", i%100, i))
+	}
 	for i := range n {
 		ch.Entries = append(ch.Entries, attest.Entry{Path: path(i), Change: attest.Added, New: &attest.State{Type: attest.File, SHA256: sum(i, 0)}})
 		seen = append(seen, seenStat{path(i), stat(i)})
