@@ -83,6 +83,11 @@ func (e *cpEnv) incremental() bool {
 func (e *cpEnv) finalMatchesScratch(want uint64, when string) {
 	e.t.Helper()
 	known, _ := e.cp.final()
+	for _, pattern := range []string{".probe-*", ".digests-*"} {
+		if names, _ := filepath.Glob(filepath.Join(filepath.Dir(e.cp.changes), pattern)); len(names) != 0 {
+			e.t.Errorf("%s: %q left in the state dir at the session's end", when, names)
+		}
+	}
 	reused, err := e.cp.r.statement(known, nil)
 	if err != nil {
 		e.t.Fatal(err)
