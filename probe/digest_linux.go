@@ -141,12 +141,13 @@ var ErrTooMany = errors.New("too many entries")
 // idle ones (a tree of fewer than 256 entries stays on the caller's), so
 // its wall time approaches one statx per entry divided among them. It
 // holds about one directory fd per level of the tree per goroutine, and
-// the listings of the directories it is in (their subdirectories past the
-// first): a directory of a million entries costs about 100 MB while it is
-// listed. The index in memory costs about 80 bytes plus the path per
-// directory (see Index.Bytes). MaxEntries counts entries as their directories are listed:
-// every goroutine stops at the first directory that takes the count past
-// it.
+// the subdirectories still to descend of the directories it is in; a
+// directory is held whole while it is listed (its names, and its listing
+// of 40 bytes plus the name per entry): one of a million entries cost
+// about 200 MB. The index in memory costs about 80 bytes plus the path
+// per directory (see Index.Bytes); the entries are in ScanOptions.Dir.
+// MaxEntries counts entries as their directories are listed: every
+// goroutine stops at the first directory that takes the count past it.
 func Scan(root string, opt ScanOptions) (*Index, error) {
 	return scanWith(root, opt, min(runtime.GOMAXPROCS(0), maxScanWorkers))
 }
