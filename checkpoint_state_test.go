@@ -19,15 +19,21 @@ import (
 // in three directories, and the size of those files.
 func stateEnv(t *testing.T) (*cpEnv, uint64) {
 	e := newCPEnv(t)
+	size := e.write30()
+	e.settle()
+	e.take()
+	return e, size
+}
+
+// write30 writes 30 files in three directories and returns their size.
+func (e *cpEnv) write30() uint64 {
 	var size uint64
 	for i := range 30 {
 		v := fmt.Sprint("v", i)
 		e.write(fmt.Sprintf("d%d/f%d", i%3, i), v)
 		size += uint64(len(v))
 	}
-	e.settle()
-	e.take()
-	return e, size
+	return size
 }
 
 // stateFile returns the one file of the state dir whose name matches
@@ -172,12 +178,7 @@ func TestCheckpointDigestFile(t *testing.T) {
 // statement, which hashes every file.
 func checkNothingKept(t *testing.T, e *cpEnv) {
 	t.Helper()
-	var size uint64
-	for i := range 30 {
-		v := fmt.Sprint("v", i)
-		e.write(fmt.Sprintf("d%d/f%d", i%3, i), v)
-		size += uint64(len(v))
-	}
+	size := e.write30()
 	e.settle()
 	e.matchesFreshRead(e.take(), "first checkpoint")
 	e.settle()

@@ -296,10 +296,10 @@ func (dc *digestCache) close() {
 	if dc == nil {
 		return
 	}
+	dc.unlink()
 	dc.mu.Lock()
 	defer dc.mu.Unlock()
 	if dc.file != nil {
-		os.Remove(dc.file.Name())
 		dc.file.Close()
 		dc.file = nil
 	}
