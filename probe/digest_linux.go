@@ -144,7 +144,7 @@ var ErrTooMany = errors.New("too many entries")
 // the subdirectories still to descend of the directories it is in; a
 // directory is held whole while it is listed (its names, and its listing
 // of 40 bytes plus the name per entry): one of a million entries cost
-// about 200 MB. The index in memory costs 72 bytes plus the path
+// about 100 MiB. The index in memory costs 72 bytes plus the path
 // per directory (see Index.Bytes); the entries are in ScanOptions.Dir.
 // MaxEntries counts entries as their directories are listed: every
 // goroutine stops at the first directory that takes the count past it.
