@@ -1,15 +1,12 @@
 package layerseal
 
 import (
-	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
 	"time"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -59,7 +56,7 @@ type checkpointer struct {
 	listSum  []byte          // SHA-256 of the changes file written for it
 	retry    bool            // the last walk could not read everything: walk again
 	probe    *probe.Index    // the probe of the last checkpoint
-	digests  digestCache     // settled digests of upper files, from the last walk
+	digests  *digestCache    // settled digests of upper files, from the last walk
 	head     []byte          // SHA-256 of the last checkpoint's envelope file
 	broken   error           // a checkpoint was signed but not written: the chain ends before it
 	readHook func()          // tests: called for every walk of the upper layer
@@ -77,10 +74,18 @@ func (c *checkpointer) take() (*CheckpointResult, error) {
 		return nil, c.broken
 	}
 	start := time.Now()
-	idx, err := probe.Scan(c.r.upper, probe.ScanOptions{MaxEntries: int(c.r.policy.MaxEntries), Flush: true})
+	// The probe keeps its entries in the state dir; a file it cannot
+	// write makes the next checkpoint that walks do so from scratch.
+	idx, err := probe.Scan(c.r.upper, probe.ScanOptions{MaxEntries: int(c.r.policy.MaxEntries), Flush: true, Dir: filepath.Dir(c.changes)})
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint: %w", err)
 	}
+	kept := false
+	defer func() {
+		if !kept {
+			idx.Close()
+		}
+	}()
 	cp := c.base
 	d := idx.Digest()
 	cp.Probe, cp.ProbeEntries, cp.Taken = d[:], uint64(idx.Len()), time.Now().UTC()
@@ -102,6 +107,7 @@ func (c *checkpointer) take() (*CheckpointResult, error) {
 		hashed = ch.Stats.BytesHashed
 		cp.Incomplete = sortReasons(ch.Incomplete)
 		cp.Stats = attest.Stats{UpperEntries: uint64(ch.Stats.UpperEntries), LowerEntries: uint64(ch.Stats.LowerEntries), BytesHashed: hashed}
+		c.digests.close()
 		c.digests = cache
 	}
 	env, err := c.log.Append(c.key, &cp)
@@ -116,7 +122,15 @@ func (c *checkpointer) take() (*CheckpointResult, error) {
 		c.broken = fmt.Errorf("checkpoint %d could not be written, so no later one is taken: %w", cp.Seq, err)
 		return nil, c.broken
 	}
-	c.probe, c.head = idx, sha(env)
+	c.head = sha(env)
+	if !cp.Unchanged {
+		// An unchanged probe has the last one's listings, with no entry
+		// racy in either: the last one stays, and the new one's file goes
+		// before it is written back, so the next probe's syncfs has
+		// nothing of it to write.
+		c.probe.Close()
+		c.probe, kept = idx, true
+	}
 	var headProblem string
 	if err := writeHead(c.key, attest.HeadOfCheckpoint(&cp), attest.HeadFile(file), writeUnsynced); err != nil {
 		headProblem = fmt.Sprintf("checkpoint %d is written, but not its signed head: %v", cp.Seq, err)
@@ -143,7 +157,7 @@ func (c *checkpointer) take() (*CheckpointResult, error) {
 // classified, when both probes were taken while the tree was still and
 // that walk read everything it was to; the rest is taken from prev (see
 // overlay.ReadChanged).
-func (c *checkpointer) walk(idx *probe.Index, prev *changeList) (*overlay.Changes, digestCache, error) {
+func (c *checkpointer) walk(idx *probe.Index, prev *changeList) (*overlay.Changes, *digestCache, error) {
 	if c.readHook != nil {
 		c.readHook()
 	}
@@ -164,12 +178,12 @@ func (c *checkpointer) walk(idx *probe.Index, prev *changeList) (*overlay.Change
 		ch, err = c.r.read(opt)
 	}
 	if err != nil {
-		return nil, digestCache{}, err
+		return nil, nil, err
 	}
 	if c.mappedUnseen {
-		return ch, digestCache{}, nil
+		return ch, nil, nil
 	}
-	return ch, newDigestCache(seen, ch, &c.digests), nil
+	return ch, newDigestCache(filepath.Dir(c.changes), seen, ch, c.digests), nil
 }
 
 // changedSince returns the upper paths changed since the last checkpoint
@@ -194,7 +208,12 @@ func (c *checkpointer) changedSince(idx *probe.Index) ([]string, bool) {
 			again = append(again, string(r.Path))
 		}
 	}
-	changed := append(idx.Changed(c.probe), again...)
+	changed, err := idx.Changed(c.probe)
+	if err != nil {
+		// A listing of either probe is not as it was written: walk all.
+		return nil, false
+	}
+	changed = append(changed, again...)
 	slices.SortFunc(changed, probe.ComparePaths)
 	return changed, true
 }
@@ -231,6 +250,9 @@ func (c *checkpointer) final() (func(attest.Path, overlay.FileStat) []byte, []by
 		syncFS(c.dir)
 	}
 	os.Remove(c.changes)
+	c.digests.unlink()
+	c.probe.Close()
+	c.probe = nil
 	return c.digests.lookup, c.head
 }
 
@@ -263,94 +285,6 @@ func syncFS(dir string) {
 // unchanged.
 func rereadNeeded(rs []attest.Reason) bool {
 	return slices.ContainsFunc(rs, func(r attest.Reason) bool { return r.Code.Transient() || r.Code.Cut() })
-}
-
-// seenStat is the stat an upper file was hashed with.
-type seenStat struct {
-	path attest.Path
-	st   probe.Stat
-}
-
-// digestCache holds the digests of upper regular files that a walk hashed
-// (or reused) and could vouch for: sorted by path bytes, one 72-byte
-// record each (80 bytes), paths in one arena.
-type digestCache struct {
-	recs  []digestRecord
-	arena []byte
-}
-
-type digestRecord struct {
-	off, n uint32
-	st     probe.Stat // 40 bytes (mode padded)
-	sum    [32]byte
-}
-
-// newDigestCache keeps, for each listed upper file whose digest the walk
-// computed or reused, the stat it was hashed with. A file hashed by the
-// walk had its ctime settled first (overlay.ReadOptions.Settle) and its
-// stat checked before and after the read, so a later write changes its
-// ctime.
-// A file the walk took from the previous checkpoint keeps its record in
-// old.
-func newDigestCache(seen []seenStat, ch *overlay.Changes, old *digestCache) digestCache {
-	var dc digestCache
-	byPath := make(map[attest.Path]probe.Stat, len(seen))
-	for _, s := range seen {
-		byPath[s.path] = s.st
-	}
-	unstable := map[attest.Path]bool{}
-	for _, r := range ch.Incomplete {
-		unstable[r.Path] = true
-	}
-	j := 0 // old.recs and ch.Entries are both sorted by path bytes
-	for i := range ch.Entries {
-		e := &ch.Entries[i]
-		if e.New == nil || e.New.Type != attest.File || len(e.New.SHA256) != 32 || unstable[e.Path] {
-			continue
-		}
-		st, ok := byPath[e.Path]
-		if !ok {
-			for j < len(old.recs) && string(old.pathBytes(j)) < string(e.Path) {
-				j++
-			}
-			if j == len(old.recs) || string(old.pathBytes(j)) != string(e.Path) || !bytes.Equal(old.recs[j].sum[:], e.New.SHA256) {
-				continue
-			}
-			st = old.recs[j].st
-		}
-		r := digestRecord{off: uint32(len(dc.arena)), n: uint32(len(e.Path)), st: st}
-		copy(r.sum[:], e.New.SHA256)
-		dc.recs = append(dc.recs, r)
-		dc.arena = append(dc.arena, e.Path...)
-	}
-	dc.recs, dc.arena = slices.Clip(dc.recs), slices.Clip(dc.arena)
-	return dc
-}
-
-func (dc *digestCache) pathBytes(i int) []byte {
-	r := &dc.recs[i]
-	return dc.arena[r.off : r.off+r.n]
-}
-
-// lookup returns the digest kept for p when st is exactly the stat it was
-// hashed with, nil otherwise.
-func (dc *digestCache) lookup(p attest.Path, st overlay.FileStat) []byte {
-	i, ok := dc.find(p)
-	if !ok || dc.recs[i].st != probe.Stat(st) {
-		return nil
-	}
-	return slices.Clone(dc.recs[i].sum[:])
-}
-
-func (dc *digestCache) find(p attest.Path) (int, bool) {
-	return slices.BinarySearchFunc(dc.recs, string(p), func(r digestRecord, p string) int {
-		return strings.Compare(string(dc.arena[r.off:r.off+r.n]), p)
-	})
-}
-
-// Bytes is the memory the cache holds.
-func (dc *digestCache) Bytes() int {
-	return cap(dc.recs)*int(unsafe.Sizeof(digestRecord{})) + cap(dc.arena)
 }
 
 // makeCheckpointDir makes OUT/checkpoints, which must not exist yet.

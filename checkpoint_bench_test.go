@@ -156,10 +156,11 @@ func BenchmarkCheckpoint(b *testing.B) {
 			var before, after runtime.MemStats
 			runtime.GC()
 			runtime.ReadMemStats(&before)
-			idx, err := probe.Scan(cp.r.upper, probe.ScanOptions{})
+			idx, err := probe.Scan(cp.r.upper, probe.ScanOptions{Dir: filepath.Dir(cp.changes)})
 			if err != nil {
 				b.Fatal(err)
 			}
+			defer idx.Close()
 			// The change list walk returns is dropped: only the index and
 			// the cache are held.
 			_, cache, err := cp.walk(idx, cp.previous())
@@ -171,6 +172,7 @@ func BenchmarkCheckpoint(b *testing.B) {
 			b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/float64(idx.Len()), "heap-B/entry")
 			runtime.KeepAlive(idx)
 			runtime.KeepAlive(cache)
+			cache.close()
 		})
 	}
 }

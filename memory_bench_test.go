@@ -17,7 +17,8 @@ import (
 // statement). The peak is the process's VmHWM, reset before each through
 // /proc/self/clear_refs after a collection, so it includes what the
 // session holds between checkpoints ("held-MiB", the heap in use before
-// each) and everything else in the process, as a real supervisor's would.
+// each) and everything else in the process, as a real supervisor's would;
+// "rss-before" is the resident memory it starts from.
 func BenchmarkPeakRSS(b *testing.B) {
 	n := 1_000_000
 	if testing.Short() {
@@ -33,10 +34,12 @@ func BenchmarkPeakRSS(b *testing.B) {
 			if err := os.WriteFile("/proc/self/clear_refs", []byte("5"), 0); err != nil {
 				b.Fatal(err)
 			}
+			before := vmHWM(b)
 			if err := f(); err != nil {
 				b.Fatal(err)
 			}
 			b.ReportMetric(float64(vmHWM(b))/(1<<20), "peak-MiB")
+			b.ReportMetric(float64(before)/(1<<20), "rss-before-MiB")
 			b.ReportMetric(float64(ms.HeapAlloc)/(1<<20), "held-MiB")
 		}
 	}

@@ -30,7 +30,10 @@ const MaxCheckpointSize = MaxStatementSize
 //	session_id, launch_sha256, key_id, workspace    as in a statement
 //	seq              decimal string, 1 for the first checkpoint
 //	taken            RFC 3339 UTC time with nanoseconds
-//	probe_sha256     the probe digest of the upper layer, lowercase hex
+//	probe_sha256     the probe digest of the upper layer, lowercase hex:
+//	                 SHA-256 over the root's stat tuple and, for each
+//	                 directory in path order, its path and the SHA-256 of
+//	                 its entries' names and stat tuples (probe.Index)
 //	probe_entries    entries the probe saw, decimal string
 //	unchanged        true when the probe found nothing changed since
 //	                 checkpoint same_as, whose changes this one repeats

@@ -67,7 +67,10 @@ func TestReadChangedMatchesReadPrivileged(t *testing.T) {
 					if err != nil {
 						return err
 					}
-					changed := idx.Changed(prevIdx)
+					changed, err := idx.Changed(prevIdx)
+					if err != nil {
+						return err
+					}
 					got, err := ReadChanged(upper, lower, prev, func(p attest.Path) bool { return probe.Touches(changed, string(p)) }, opt)
 					if err != nil {
 						return err

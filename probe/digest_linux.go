@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -18,7 +19,7 @@ import (
 )
 
 // DigestTag opens the bytes a probe digest hashes; it names the format.
-const DigestTag = "layerseal/probe/v1\x00"
+const DigestTag = "layerseal/probe/v2\x00"
 
 // RacyWindow is how close to a probe an entry's ctime must be for the
 // probe to be unable to tell a later write apart (git's racy-clean
@@ -45,15 +46,20 @@ func RacyWindow() time.Duration {
 // Index is a stat-only picture of a directory tree (an upper layer): for
 // every entry, its path, type and permission bits, inode, size, mtime and
 // ctime, from statx alone, without reading any file. It is held between
-// checkpoints, so it is compact: one fixed-size record of 48 bytes per
-// entry and the paths in one byte arena (see Index.Bytes).
+// checkpoints, so memory holds only a summary: one record per directory
+// (its path and the SHA-256 of its listing, see DirDigest), while the
+// entries themselves are kept in a file (ScanOptions.Dir) and read back,
+// checked against that SHA-256, only where Changed needs them. See
+// Index.Bytes.
 //
-// Entries are in path order: by path components, each compared by bytes
+// Paths are in path order: by path components, each compared by bytes
 // (so "a" < "a/x" < "a-b", a subtree is contiguous and a directory comes
-// right before its contents). The root is the first entry, with path ".".
+// right before its contents). The root has path ".".
 type Index struct {
-	recs  []record
-	arena []byte
+	root Stat     // the root's own entry
+	dirs []dirRec // every directory listed, in path order
+	n    int      // entries, the root included
+	ents *entryStore
 	// Time is when the probe began, from CLOCK_REALTIME_COARSE: the clock
 	// of file times (linux.CoarseNow).
 	Time time.Time
@@ -68,15 +74,16 @@ type Index struct {
 	racy      int
 }
 
-// record is one entry; off and n locate its path in the arena.
-type record struct {
-	off, n uint32
-	mode   uint32 // st_mode: type and permission bits
-	_      uint32
-	ino    uint64
-	size   uint64
-	mtime  int64 // ns since the epoch
-	ctime  int64
+// dirRec is one directory listed by a scan: its path ("." for the root),
+// the SHA-256 of its listing as kept (DirDigest), where the listing lies
+// in the entry store, how many entries it holds and whether any is racy.
+type dirRec struct {
+	path string
+	sum  [32]byte
+	off  int64
+	size int64
+	n    int32
+	racy bool
 }
 
 // Stat is one entry of an Index.
@@ -112,6 +119,12 @@ type ScanOptions struct {
 	// entry whose ctime is before Time − Window (not racy) has no page
 	// that can be written without its ctime changing.
 	Flush bool
+	// Dir is the directory in which the index keeps its entries, in a
+	// new file of mode 0600 that Close removes; it should be root's
+	// alone. Empty: they are kept in memory. If the file cannot be
+	// written (a full disk), the scan still succeeds with the right
+	// Digest, but Changed against the index fails.
+	Dir string
 }
 
 // ErrTooMany is returned by Scan when the tree has more entries than
@@ -127,11 +140,14 @@ var ErrTooMany = errors.New("too many entries")
 // and stat their entries, a directory at a time, giving subdirectories to
 // idle ones (a tree of fewer than 256 entries stays on the caller's), so
 // its wall time approaches one statx per entry divided among them. It
-// holds about one directory fd per level of the tree per goroutine. The
-// index costs 48 bytes plus the path per entry; while scanning, about
-// twice that. MaxEntries counts entries as their directories are listed:
-// every goroutine stops at the first directory that takes the count past
-// it.
+// holds about one directory fd per level of the tree per goroutine, and
+// the subdirectories still to descend of the directories it is in; a
+// directory is held whole while it is listed (its names, and its listing
+// of 40 bytes plus the name per entry): one of a million entries cost
+// about 100 MiB. The index in memory costs 72 bytes plus the path
+// per directory (see Index.Bytes); the entries are in ScanOptions.Dir.
+// MaxEntries counts entries as their directories are listed: every
+// goroutine stops at the first directory that takes the count past it.
 func Scan(root string, opt ScanOptions) (*Index, error) {
 	return scanWith(root, opt, min(runtime.GOMAXPROCS(0), maxScanWorkers))
 }
@@ -169,51 +185,48 @@ func scanWith(root string, opt ScanOptions, workers int) (*Index, error) {
 		unix.Close(fd)
 		return nil, fmt.Errorf("probe %q: %w", root, err)
 	}
-	s := &scanner{root: st, max: opt.MaxEntries, limit: max(workers, 1), spawned: 1, entries: 1, pathBytes: 1}
+	x.ents = newEntryStore(opt.Dir)
+	s := &scanner{root: st, max: opt.MaxEntries, limit: max(workers, 1), spawned: 1, x: x}
 	s.cond.L = &s.mu
 	s.count.Store(1)
 	s.setWant()
-	top := new(dirNode)
-	s.run(scanJob{fd: fd, node: top}) // the caller is the first worker
+	s.run(scanJob{fd: fd}) // the caller is the first worker
 	s.wg.Wait()
 	if s.err != nil {
+		x.Close()
 		return nil, fmt.Errorf("probe %q: %w", root, s.err)
 	}
 	x.Unsettled = s.unsettled.Load()
-	x.recs = make([]record, 0, s.entries)
-	x.arena = make([]byte, 0, s.pathBytes)
-	x.add(".", st)
-	x.addDir(top, nil)
+	x.root, x.dirs, x.n = statOf(st), slices.Clip(s.dirs), 1
+	slices.SortFunc(x.dirs, func(a, b dirRec) int { return ComparePaths(a.path, b.path) })
+	for _, d := range x.dirs {
+		x.n += int(d.n)
+	}
+	x.racy = int(s.racy.Load())
+	if x.root.Racy(x.Time, x.Window) {
+		x.racy++
+	}
 	x.seal()
 	return x, nil
 }
 
-// A dirNode holds what a scan found in one directory: its entries that
-// were still there to stat, sorted by name.
-type dirNode struct{ ents []dirEnt }
-
-// dirEnt is one entry; sub is set when the scan descended into it.
-type dirEnt struct {
-	name string
-	st   Stat
-	sub  *dirNode
-}
-
-// scanJob is a directory to list: its open fd, which the job owns, its
-// path followed by a slash ("" for the root), and the node to fill.
+// scanJob is a directory to list: its open fd, which the job owns, and
+// its path followed by a slash ("" for the root).
 type scanJob struct {
 	fd     int
 	prefix string
-	node   *dirNode
 }
 
 // scanner is the state that a scan's workers share. Each directory's
-// entries go into its own dirNode, written by the one worker that lists
-// it; Scan puts them in path order once every worker is done.
+// listing is encoded, hashed and kept in the entry store by the one
+// worker that lists it; Scan puts the directories in path order once
+// every worker is done.
 type scanner struct {
 	root      linux.Stat
+	x         *Index
 	max       int
 	count     atomic.Int64 // entries listed so far, the root included: what max bounds
+	racy      atomic.Int64 // racy entries listed, the root not included
 	unsettled atomic.Bool
 	stopped   atomic.Bool
 	// want is how many more directories idle or not yet started workers
@@ -230,26 +243,30 @@ type scanner struct {
 	over    bool // no job is left and none can come, or the scan stopped
 	err     error
 	wg      sync.WaitGroup
-	// entries and pathBytes are the index's sizes, the root included:
-	// each worker adds its share as it ends.
-	entries, pathBytes int
+	dirs    []dirRec // each worker adds its share as it ends
 }
 
 // worker is one goroutine of a scan, with the directories it is in the
 // middle of: for each, the subdirectories left to descend.
 type worker struct {
-	s                  *scanner
-	stack              []frame
-	locked             bool // to its OS thread, once the tree proved large
-	entries, pathBytes int
+	s      *scanner
+	stack  []frame
+	locked bool // to its OS thread, once the tree proved large
+	dirs   []dirRec
+	buf    []byte // a listing being encoded
+}
+
+// dirEnt is one entry of a directory being listed.
+type dirEnt struct {
+	name string
+	st   Stat
 }
 
 type frame struct {
 	fd     int
 	prefix string
-	ents   []dirEnt
-	subs   []int32 // indexes in ents of the directories to descend
-	next   int     // subs[:next] are done or given away
+	subs   []dirEnt // the subdirectories to descend
+	next   int      // subs[:next] are done or given away
 }
 
 // run is a worker: it walks j, then whatever the others give it.
@@ -262,8 +279,7 @@ func (s *scanner) run(j scanJob) {
 		runtime.UnlockOSThread()
 	}
 	s.mu.Lock()
-	s.entries += w.entries
-	s.pathBytes += w.pathBytes
+	s.dirs = append(s.dirs, w.dirs...)
 	s.mu.Unlock()
 }
 
@@ -293,7 +309,7 @@ func (w *worker) walk(j scanJob) {
 			w.stack = w.stack[:len(w.stack)-1]
 			continue
 		}
-		i := f.subs[f.next]
+		i := f.next
 		f.next++
 		if sub, ok := w.open(f, i); ok {
 			w.list(sub)
@@ -312,7 +328,7 @@ func (w *worker) share() {
 	for k := 0; k < len(w.stack) && s.want.Load() > 0; k++ {
 		// Keep the last one: giving it away would leave this worker idle.
 		for f := &w.stack[k]; f.next < len(f.subs) && left > 1 && s.want.Load() > 0; left-- {
-			i := f.subs[f.next]
+			i := f.next
 			f.next++
 			sub, ok := w.open(f, i)
 			if ok && !s.give(sub) {
@@ -323,10 +339,10 @@ func (w *worker) share() {
 	}
 }
 
-// open opens the subdirectory f.ents[i] and checks that it is the
+// open opens the subdirectory f.subs[i] and checks that it is the
 // directory that was stat'ed, on the root's filesystem.
-func (w *worker) open(f *frame, i int32) (scanJob, bool) {
-	e := &f.ents[i]
+func (w *worker) open(f *frame, i int) (scanJob, bool) {
+	e := &f.subs[i]
 	fd, err := linux.OpenBeneath(f.fd, e.name, unix.O_RDONLY|unix.O_DIRECTORY)
 	if err != nil {
 		w.s.unsettled.Store(true)
@@ -338,13 +354,12 @@ func (w *worker) open(f *frame, i int32) (scanJob, bool) {
 		w.s.unsettled.Store(true)
 		return scanJob{}, false
 	}
-	e.sub = new(dirNode)
-	return scanJob{fd: fd, prefix: f.prefix + e.name + "/", node: e.sub}, true
+	return scanJob{fd: fd, prefix: f.prefix + e.name + "/"}, true
 }
 
-// list lists j's directory, sorted, stats every entry into j.node and,
-// when it has subdirectories to descend, pushes it onto the stack (which
-// then owns j.fd); otherwise it closes j.fd.
+// list lists j's directory, sorted, stats every entry, keeps the listing
+// (see DirDigest) and, when it has subdirectories to descend, pushes it
+// onto the stack (which then owns j.fd); otherwise it closes j.fd.
 func (w *worker) list(j scanJob) {
 	s := w.s
 	limit := 0
@@ -364,33 +379,68 @@ func (w *worker) list(j scanJob) {
 		return
 	}
 	slices.Sort(names)
-	ents := make([]dirEnt, 0, len(names))
-	var subs []int32
+	var subs []dirEnt
+	d := dirRec{path: strings.TrimSuffix(j.prefix, "/")}
+	if d.path == "" {
+		d.path = "."
+	}
+	size := 0
+	for _, name := range names {
+		size += 4 + len(name) + 36
+	}
+	if cap(w.buf) < size {
+		w.buf = make([]byte, 0, size) // exactly: a flat tree's listing may be large
+	}
+	w.buf = w.buf[:0]
 	for _, name := range names {
 		if s.stopped.Load() {
 			unix.Close(j.fd)
 			return
 		}
-		st, err := linux.Lstat(j.fd, name)
+		lst, err := linux.Lstat(j.fd, name)
 		if err != nil {
 			// Vanished between listing and stat: the tree is changing.
 			s.unsettled.Store(true)
 			s.count.Add(-1)
 			continue
 		}
-		if st.Mode&unix.S_IFMT == unix.S_IFDIR && linux.SameMount(st, s.root) && st.Dev == s.root.Dev {
-			subs = append(subs, int32(len(ents)))
+		st := statOf(lst)
+		if lst.Mode&unix.S_IFMT == unix.S_IFDIR && linux.SameMount(lst, s.root) && lst.Dev == s.root.Dev {
+			subs = append(subs, dirEnt{name: name, st: st})
 		}
-		ents = append(ents, dirEnt{name: name, st: statOf(st)})
-		w.entries++
-		w.pathBytes += len(j.prefix) + len(name)
+		if st.Racy(s.x.Time, s.x.Window) {
+			d.racy = true
+			s.racy.Add(1)
+		}
+		w.buf = appendEntry(w.buf, name, st)
+		d.n++
 	}
-	j.node.ents = ents
+	d.sum = sha256.Sum256(w.buf)
+	d.off, d.size = s.x.ents.add(w.buf), int64(len(w.buf))
+	w.dirs = append(w.dirs, d)
+	if cap(w.buf) > 1<<20 {
+		w.buf = nil
+	}
 	if len(subs) == 0 {
 		unix.Close(j.fd)
 		return
 	}
-	w.stack = append(w.stack, frame{fd: j.fd, prefix: j.prefix, ents: ents, subs: subs})
+	w.stack = append(w.stack, frame{fd: j.fd, prefix: j.prefix, subs: subs})
+}
+
+// appendEntry appends one entry of a listing as DirDigest documents it.
+func appendEntry(b []byte, name string, st Stat) []byte {
+	b = binary.BigEndian.AppendUint32(b, uint32(len(name)))
+	b = append(b, name...)
+	return appendStat(b, st)
+}
+
+func appendStat(b []byte, st Stat) []byte {
+	b = binary.BigEndian.AppendUint32(b, st.Mode)
+	b = binary.BigEndian.AppendUint64(b, st.Ino)
+	b = binary.BigEndian.AppendUint64(b, st.Size)
+	b = binary.BigEndian.AppendUint64(b, uint64(st.MtimeNS))
+	return binary.BigEndian.AppendUint64(b, uint64(st.CtimeNS))
 }
 
 // setWant recomputes want; s.mu is held.
@@ -472,58 +522,28 @@ func (s *scanner) fail(err error) {
 	s.cond.Broadcast()
 }
 
-// addDir appends n's entries and, after each directory, its own, in path
-// order; prefix is n's path followed by a slash (empty for the root).
-func (x *Index) addDir(n *dirNode, prefix []byte) {
-	for i := range n.ents {
-		e := &n.ents[i]
-		off := len(x.arena)
-		x.arena = append(x.arena, prefix...)
-		x.arena = append(x.arena, e.name...)
-		x.recs = append(x.recs, record{
-			off: uint32(off), n: uint32(len(x.arena) - off),
-			mode: e.st.Mode, ino: e.st.Ino, size: e.st.Size, mtime: e.st.MtimeNS, ctime: e.st.CtimeNS,
-		})
-		if e.sub != nil {
-			p := append(prefix, e.name...) // siblings reuse what lies past prefix
-			x.addDir(e.sub, append(p, '/'))
-		}
-	}
-}
-
-func (x *Index) add(p string, st linux.Stat) {
-	x.recs = append(x.recs, record{
-		off: uint32(len(x.arena)), n: uint32(len(p)),
-		mode: st.Mode, ino: st.Ino, size: st.Size, mtime: st.MtimeNS, ctime: st.CtimeNS,
-	})
-	x.arena = append(x.arena, p...)
-}
-
-// seal computes the digest and the racy count and trims spare capacity.
+// seal computes the digest.
 //
-// The digest is SHA-256 of DigestTag followed by, for every entry in
-// path order: uint32 path length, path bytes, uint32 st_mode, uint64
-// inode, uint64 size, int64 mtime_ns, int64 ctime_ns, all big-endian.
+// A directory's listing is, for every entry it held when listed, in
+// order of name bytes: uint32 name length, name bytes, uint32 st_mode,
+// uint64 inode, uint64 size, int64 mtime_ns, int64 ctime_ns, all
+// big-endian; its digest (DirDigest) is the SHA-256 of its listing. The
+// index's digest is SHA-256 of DigestTag, the root's stat tuple (the 36
+// bytes after the name in a listing) and, for every directory listed in
+// path order: uint32 path length, path bytes ("." for the root), its
+// 32-byte digest. Directories on other mounts are not listed (their root
+// is an entry of their parent's listing).
 func (x *Index) seal() {
-	x.recs = slices.Clip(x.recs)
-	x.arena = slices.Clip(x.arena)
 	h := sha256.New()
 	h.Write([]byte(DigestTag))
-	var b [40]byte
-	for i := range x.recs {
-		r := &x.recs[i]
-		binary.BigEndian.PutUint32(b[0:], r.n)
-		h.Write(b[:4])
-		h.Write(x.arena[r.off : r.off+r.n])
-		binary.BigEndian.PutUint32(b[0:], r.mode)
-		binary.BigEndian.PutUint64(b[4:], r.ino)
-		binary.BigEndian.PutUint64(b[12:], r.size)
-		binary.BigEndian.PutUint64(b[20:], uint64(r.mtime))
-		binary.BigEndian.PutUint64(b[28:], uint64(r.ctime))
-		h.Write(b[:36])
-		if x.stat(i).Racy(x.Time, x.Window) {
-			x.racy++
-		}
+	h.Write(appendStat(nil, x.root))
+	var b [4]byte
+	for i := range x.dirs {
+		d := &x.dirs[i]
+		binary.BigEndian.PutUint32(b[:], uint32(len(d.path)))
+		h.Write(b[:])
+		h.Write([]byte(d.path))
+		h.Write(d.sum[:])
 	}
 	h.Sum(x.digest[:0])
 }
@@ -532,59 +552,30 @@ func (x *Index) seal() {
 func (x *Index) Digest() [32]byte { return x.digest }
 
 // Len is the number of entries, the root included.
-func (x *Index) Len() int { return len(x.recs) }
+func (x *Index) Len() int { return x.n }
 
 // Racy is the number of entries whose ctime lies within Window before
 // Time (or after it).
 func (x *Index) Racy() int { return x.racy }
 
-// Path returns the path of entry i ("." for the root).
-func (x *Index) Path(i int) string {
-	r := &x.recs[i]
-	return string(x.arena[r.off : r.off+r.n])
-}
-
-func (x *Index) pathBytes(i int) []byte {
-	r := &x.recs[i]
-	return x.arena[r.off : r.off+r.n]
-}
-
-func (x *Index) stat(i int) Stat {
-	r := &x.recs[i]
-	return Stat{Mode: r.mode, Ino: r.ino, Size: r.size, MtimeNS: r.mtime, CtimeNS: r.ctime}
-}
-
-// Stat returns the tuple of entry i.
-func (x *Index) Stat(i int) Stat { return x.stat(i) }
-
-// Find returns the index of the entry at path p, or -1. It costs a binary
-// search: O(log n) path comparisons.
-func (x *Index) Find(p string) int {
-	if p == "." {
-		if len(x.recs) > 0 {
-			return 0
-		}
-		return -1
+// Bytes is the memory the index holds: its directory records and their
+// paths, and the entries when they are kept in memory.
+func (x *Index) Bytes() int {
+	n := cap(x.dirs) * int(unsafe.Sizeof(dirRec{}))
+	for _, d := range x.dirs {
+		n += len(d.path)
 	}
-	lo, hi := 1, len(x.recs)
-	for lo < hi {
-		m := int(uint(lo+hi) >> 1)
-		if ComparePaths(string(x.pathBytes(m)), p) < 0 {
-			lo = m + 1
-		} else {
-			hi = m
-		}
-	}
-	if lo < len(x.recs) && string(x.pathBytes(lo)) == p {
-		return lo
-	}
-	return -1
+	return n + x.ents.memBytes()
 }
 
-// Bytes is the memory the index holds: its records and its path arena.
-func (x *Index) Bytes() int { return cap(x.recs)*recordSize + cap(x.arena) }
-
-const recordSize = 48
+// Close removes the file that keeps the index's entries; Changed against
+// the index fails after it. A nil index is closed already.
+func (x *Index) Close() error {
+	if x == nil {
+		return nil
+	}
+	return x.ents.close()
+}
 
 // Unchanged reports whether a checkpoint may skip walking: x (the probe
 // just taken) has the digest of prev (the probe of the last checkpoint),
@@ -592,9 +583,77 @@ const recordSize = 48
 // entry. It is prev's racy entries that matter: a write after prev in the
 // same clock tick as prev's view of an entry leaves its tuple as prev saw
 // it, and only prev, whose start is that tick, can tell (x, begun after
-// the clock moved on, may not).
+// the clock moved on, may not). It reads nothing from disk.
 func (x *Index) Unchanged(prev *Index) bool {
 	return prev != nil && !x.Unsettled && !prev.Unsettled && prev.racy == 0 && x.racy == 0 && x.digest == prev.digest
+}
+
+// Entry is one entry of a listing read back: its name and stat tuple.
+type Entry struct {
+	Name string
+	St   Stat
+}
+
+// Listing returns the entries of directory dir as the scan kept them,
+// in order of name bytes, read back and checked against the digest held
+// in memory. It fails with ErrNotKept when dir was not listed or its
+// listing cannot be read back as it was written.
+func (x *Index) Listing(dir string) ([]Entry, error) {
+	i, ok := slices.BinarySearchFunc(x.dirs, dir, func(d dirRec, p string) int { return ComparePaths(d.path, p) })
+	if !ok {
+		return nil, fmt.Errorf("probe listing of %q: %w", dir, ErrNotKept)
+	}
+	return x.listing(&x.dirs[i])
+}
+
+// ErrNotKept is the error of Changed and Listing when the entries of an
+// index could not be kept or read back as they were written: its file
+// could not be written, is gone, or holds other bytes than the scan
+// wrote.
+var ErrNotKept = errors.New("probe entries not kept")
+
+func (x *Index) listing(d *dirRec) ([]Entry, error) {
+	b, err := x.ents.read(d.off, d.size)
+	if err != nil {
+		return nil, fmt.Errorf("probe listing of %q: %w: %w", d.path, ErrNotKept, err)
+	}
+	if sha256.Sum256(b) != d.sum {
+		return nil, fmt.Errorf("probe listing of %q: %w: it changed on disk", d.path, ErrNotKept)
+	}
+	out := make([]Entry, 0, d.n)
+	for len(b) > 0 {
+		n := uint64(binary.BigEndian.Uint32(b))
+		if uint64(len(b)) < 4+n+36 {
+			return nil, fmt.Errorf("probe listing of %q: %w: truncated", d.path, ErrNotKept)
+		}
+		e := Entry{Name: string(b[4 : 4+n])}
+		t := b[4+n:]
+		e.St = Stat{Mode: binary.BigEndian.Uint32(t), Ino: binary.BigEndian.Uint64(t[4:]), Size: binary.BigEndian.Uint64(t[12:]),
+			MtimeNS: int64(binary.BigEndian.Uint64(t[20:])), CtimeNS: int64(binary.BigEndian.Uint64(t[28:]))}
+		out = append(out, e)
+		b = t[36:]
+	}
+	return out, nil
+}
+
+// Dirs returns the paths of the directories listed, in path order.
+func (x *Index) Dirs() []string {
+	out := make([]string, len(x.dirs))
+	for i := range x.dirs {
+		out[i] = x.dirs[i].path
+	}
+	return out
+}
+
+// Root is the stat tuple of the root.
+func (x *Index) Root() Stat { return x.root }
+
+// childPath is the path of name in directory dir.
+func childPath(dir, name string) string {
+	if dir == "." {
+		return name
+	}
+	return dir + "/" + name
 }
 
 // ComparePaths orders slash-separated paths by their components, each
@@ -632,37 +691,89 @@ func ComparePaths(a, b string) int {
 // Changed returns, in path order, the paths whose entry differs between
 // prev and x: added, removed, with another stat tuple, or racy in either
 // (changed, or possibly changed in the same clock tick, too close to its
-// probe to tell). It costs one merge of the two sorted indexes.
-func (x *Index) Changed(prev *Index) []string {
+// probe to tell). It compares the directories' digests and reads back,
+// from both indexes' files, only the listings of directories whose
+// digest differs or that hold a racy entry, and every listing of a
+// directory only one of them has. It fails with ErrNotKept when a
+// listing it needs cannot be read back as it was written: then the
+// caller must not rely on either index to say what changed.
+func (x *Index) Changed(prev *Index) ([]string, error) {
 	var out []string
+	if x.root != prev.root || x.root.Racy(x.Time, x.Window) || prev.root.Racy(prev.Time, prev.Window) {
+		out = append(out, ".")
+	}
+	all := func(y *Index, d *dirRec) error {
+		ents, err := y.listing(d)
+		for _, e := range ents {
+			out = append(out, childPath(d.path, e.Name))
+		}
+		return err
+	}
 	i, j := 0, 0
-	for i < len(x.recs) || j < len(prev.recs) {
+	for i < len(x.dirs) || j < len(prev.dirs) {
 		c := 0
 		switch {
-		case i == len(x.recs):
+		case i == len(x.dirs):
 			c = 1
-		case j == len(prev.recs):
+		case j == len(prev.dirs):
 			c = -1
-		case i == 0 && j == 0:
 		default:
-			c = ComparePaths(string(x.pathBytes(i)), string(prev.pathBytes(j)))
+			c = ComparePaths(x.dirs[i].path, prev.dirs[j].path)
 		}
+		var err error
 		switch {
 		case c < 0:
-			out = append(out, x.Path(i))
+			err = all(x, &x.dirs[i])
 			i++
 		case c > 0:
-			out = append(out, prev.Path(j))
+			err = all(prev, &prev.dirs[j])
 			j++
 		default:
-			if s := x.stat(i); s != prev.stat(j) || s.Racy(x.Time, x.Window) || prev.stat(j).Racy(prev.Time, prev.Window) {
-				out = append(out, x.Path(i))
+			d, pd := &x.dirs[i], &prev.dirs[j]
+			i++
+			j++
+			if d.sum == pd.sum && !d.racy && !pd.racy {
+				continue
+			}
+			err = x.changedIn(prev, d, pd, &out)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	slices.SortFunc(out, ComparePaths)
+	return out, nil
+}
+
+// changedIn appends to out the paths of the entries that differ between
+// the listings d of x and pd of prev (the same directory), or are racy.
+func (x *Index) changedIn(prev *Index, d, pd *dirRec, out *[]string) error {
+	a, err := x.listing(d)
+	if err != nil {
+		return err
+	}
+	b, err := prev.listing(pd)
+	if err != nil {
+		return err
+	}
+	i, j := 0, 0
+	for i < len(a) || j < len(b) {
+		switch {
+		case j == len(b) || i < len(a) && a[i].Name < b[j].Name:
+			*out = append(*out, childPath(d.path, a[i].Name))
+			i++
+		case i == len(a) || b[j].Name < a[i].Name:
+			*out = append(*out, childPath(d.path, b[j].Name))
+			j++
+		default:
+			if s := a[i].St; s != b[j].St || s.Racy(x.Time, x.Window) || b[j].St.Racy(prev.Time, prev.Window) {
+				*out = append(*out, childPath(d.path, a[i].Name))
 			}
 			i++
 			j++
 		}
 	}
-	return out
+	return nil
 }
 
 // Touches reports whether changed (in path order, as from Changed) holds

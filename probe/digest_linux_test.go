@@ -10,8 +10,10 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -59,8 +61,8 @@ func TestScanOrderAndFind(t *testing.T) {
 	}
 	x := scan(t, root)
 	var got []string
-	for i := range x.Len() {
-		got = append(got, x.Path(i))
+	for _, e := range entries(t, x) {
+		got = append(got, e.path)
 	}
 	want := []string{".", "a", "a/x", "a-b", "a.c", "a0", "b", "b/c", "b/c/d", "fifo", "link", "new\nline", "\xff"}
 	if !slices.Equal(got, want) {
@@ -69,19 +71,64 @@ func TestScanOrderAndFind(t *testing.T) {
 	if !slices.IsSortedFunc(got, ComparePaths) {
 		t.Error("scan order is not ComparePaths order")
 	}
-	for i, p := range want {
-		if x.Find(p) != i {
-			t.Errorf("Find(%q) = %d, want %d", p, x.Find(p), i)
+	if x.Len() != len(want) {
+		t.Errorf("Len %d, want %d", x.Len(), len(want))
+	}
+	if ents, err := x.Listing("b/c"); err != nil || len(ents) != 1 || ents[0].Name != "d" {
+		t.Errorf("listing of b/c: %v, %v", ents, err)
+	}
+	for _, p := range []string{"a/x", "b/c/d/e", "zz", ""} {
+		if _, err := x.Listing(p); !errors.Is(err, ErrNotKept) {
+			t.Errorf("listing of %q: %v, want ErrNotKept", p, err)
 		}
 	}
-	for _, p := range []string{"a/y", "b/c/d/e", "zz", ""} {
-		if x.Find(p) != -1 {
-			t.Errorf("Find(%q) found something", p)
+	// Entries kept in memory (no Dir) are counted; in a file, only the
+	// directories are held.
+	dirs := []string{".", "a", "b", "b/c"}
+	if !slices.Equal(x.Dirs(), dirs) {
+		t.Errorf("dirs %q, want %q", x.Dirs(), dirs)
+	}
+	y, err := Scan(root, ScanOptions{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer y.Close()
+	if y.Digest() != x.Digest() {
+		t.Error("the digest depends on where the entries are kept")
+	}
+	held := len(dirs)*int(unsafe.Sizeof(dirRec{})) + len(".abb/c")
+	if y.Bytes() != held || x.Bytes() <= held {
+		t.Errorf("holds %d bytes with a file, %d without, want %d and more", y.Bytes(), x.Bytes(), held)
+	}
+}
+
+// entries returns every entry of x in path order, its listings read back.
+func entries(t *testing.T, x *Index) []refEntry {
+	t.Helper()
+	out := []refEntry{{".", x.Root()}}
+	for _, d := range x.Dirs() {
+		ents, err := x.Listing(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range ents {
+			out = append(out, refEntry{childPath(d, e.Name), e.St})
 		}
 	}
-	if per := x.Bytes() / x.Len(); per > recordSize+16 {
-		t.Errorf("%d bytes per entry", per)
+	slices.SortFunc(out, func(a, b refEntry) int { return ComparePaths(a.path, b.path) })
+	return out
+}
+
+// statAt returns the stat tuple of the entry at p in x.
+func statAt(t *testing.T, x *Index, p string) Stat {
+	t.Helper()
+	for _, e := range entries(t, x) {
+		if e.path == p {
+			return e.st
+		}
 	}
+	t.Fatalf("no entry %q", p)
+	return Stat{}
 }
 
 // TestDigestSeesHiddenChanges: changes that keep size and mtime change
@@ -120,8 +167,7 @@ func TestDigestSeesHiddenChanges(t *testing.T) {
 		}
 		// Even where ctime could not tell them apart, the inode does.
 		x := scan(t, root)
-		i := x.Find("f")
-		if x.Stat(i).Ino == before.Stat(before.Find("f")).Ino {
+		if statAt(t, x, "f").Ino == statAt(t, before, "f").Ino {
 			t.Fatal("rename kept the inode")
 		}
 		if x.Digest() == before.Digest() {
@@ -237,17 +283,47 @@ func referenceScan(t *testing.T, root string) []refEntry {
 	return out
 }
 
-// refDigest is the digest of entries as Index.seal documents it.
+// refDigest is the digest of entries (in path order, the root first) as
+// Index.seal documents it: every directory's listing hashed, then the
+// root's stat and each directory's path and listing digest, in path
+// order.
 func refDigest(entries []refEntry) [32]byte {
-	b := []byte(DigestTag)
+	listings := map[string][]byte{}
+	var dirs []string
 	for _, e := range entries {
-		b = binary.BigEndian.AppendUint32(b, uint32(len(e.path)))
-		b = append(b, e.path...)
+		if e.st.Mode&unix.S_IFMT == unix.S_IFDIR {
+			dirs = append(dirs, e.path)
+			listings[e.path] = []byte{} // listed even when empty
+		}
+		if e.path == "." {
+			continue
+		}
+		dir, name := ".", e.path
+		if i := strings.LastIndexByte(e.path, '/'); i >= 0 {
+			dir, name = e.path[:i], e.path[i+1:]
+		}
+		b := listings[dir]
+		b = binary.BigEndian.AppendUint32(b, uint32(len(name)))
+		b = append(b, name...)
 		b = binary.BigEndian.AppendUint32(b, e.st.Mode)
 		b = binary.BigEndian.AppendUint64(b, e.st.Ino)
 		b = binary.BigEndian.AppendUint64(b, e.st.Size)
 		b = binary.BigEndian.AppendUint64(b, uint64(e.st.MtimeNS))
 		b = binary.BigEndian.AppendUint64(b, uint64(e.st.CtimeNS))
+		listings[dir] = b
+	}
+	b := []byte(DigestTag)
+	root := entries[0].st
+	b = binary.BigEndian.AppendUint32(b, root.Mode)
+	b = binary.BigEndian.AppendUint64(b, root.Ino)
+	b = binary.BigEndian.AppendUint64(b, root.Size)
+	b = binary.BigEndian.AppendUint64(b, uint64(root.MtimeNS))
+	b = binary.BigEndian.AppendUint64(b, uint64(root.CtimeNS))
+	for _, d := range dirs { // entries are in path order
+		b = binary.BigEndian.AppendUint32(b, uint32(len(d)))
+		b = append(b, d...)
+		sum := sha256.Sum256(listings[d])
+		b = append(b, sum[:]...)
 	}
 	return sha256.Sum256(b)
 }
@@ -308,18 +384,24 @@ func TestScanParallelMatchesReference(t *testing.T) {
 	if len(want) < 1000 {
 		t.Fatalf("the tree has only %d entries", len(want))
 	}
-	arena := 0
-	for _, e := range want {
-		arena += len(e.path)
+	// Held: a record and the path of each directory listed; the
+	// listings are in a file.
+	dirs, dirPaths := 1, 1
+	for _, e := range want[1:] {
+		if e.st.Mode&unix.S_IFMT == unix.S_IFDIR {
+			dirs++
+			dirPaths += len(e.path)
+		}
 	}
+	keep := t.TempDir()
 	for _, workers := range []int{1, 2, 3, 8, 0} {
 		for round := range 3 {
 			var x *Index
 			var err error
 			if workers == 0 {
-				x, err = Scan(root, ScanOptions{})
+				x, err = Scan(root, ScanOptions{Dir: keep})
 			} else {
-				x, err = scanWith(root, ScanOptions{}, workers)
+				x, err = scanWith(root, ScanOptions{Dir: keep}, workers)
 			}
 			if err != nil {
 				t.Fatal(err)
@@ -328,9 +410,10 @@ func TestScanParallelMatchesReference(t *testing.T) {
 				t.Fatalf("workers %d round %d: %d entries, want %d", workers, round, x.Len(), len(want))
 			}
 			racy := 0
+			got := entries(t, x)
 			for i, e := range want {
-				if x.Path(i) != e.path || x.Stat(i) != e.st {
-					t.Fatalf("workers %d round %d: entry %d is %q %+v, want %q %+v", workers, round, i, x.Path(i), x.Stat(i), e.path, e.st)
+				if got[i] != e {
+					t.Fatalf("workers %d round %d: entry %d is %q %+v, want %q %+v", workers, round, i, got[i].path, got[i].st, e.path, e.st)
 				}
 				if e.st.Racy(x.Time, x.Window) {
 					racy++
@@ -339,11 +422,12 @@ func TestScanParallelMatchesReference(t *testing.T) {
 			if x.Digest() != refDigest(want) {
 				t.Fatalf("workers %d round %d: digest differs from the documented format's", workers, round)
 			}
+			defer x.Close()
 			if x.Racy() != racy || x.Unsettled {
 				t.Fatalf("workers %d round %d: %d racy (want %d), unsettled %t", workers, round, x.Racy(), racy, x.Unsettled)
 			}
-			if x.Bytes() != len(want)*recordSize+arena {
-				t.Fatalf("workers %d round %d: holds %d bytes, want %d", workers, round, x.Bytes(), len(want)*recordSize+arena)
+			if x.Bytes() != dirs*int(unsafe.Sizeof(dirRec{}))+dirPaths {
+				t.Fatalf("workers %d round %d: holds %d bytes, want %d", workers, round, x.Bytes(), dirs*int(unsafe.Sizeof(dirRec{}))+dirPaths)
 			}
 		}
 	}
@@ -388,4 +472,82 @@ func TestScanMaxEntriesParallel(t *testing.T) {
 	if now := runtime.NumGoroutine(); now > goroutines {
 		t.Fatalf("%d goroutines after the scans, %d before", now, goroutines)
 	}
+}
+
+// TestChangedIsEntryExact: after random changes to a hostile tree,
+// Changed lists exactly the paths whose entry was added, removed, has
+// another stat tuple or is racy in either probe, as the two plain walks
+// show them; with the listings in files or in memory.
+func TestChangedIsEntryExact(t *testing.T) {
+	root := t.TempDir()
+	hostileTree(t, root, 200, 3)
+	rnd := rand.New(rand.NewPCG(5, 5))
+	for _, keep := range []string{t.TempDir(), ""} {
+		time.Sleep(2 * RacyWindow())
+		prev, err := Scan(root, ScanOptions{Dir: keep})
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := referenceScan(t, root)
+		for round := range 8 {
+			var paths []string
+			for _, e := range before[1:] {
+				paths = append(paths, e.path)
+			}
+			for range 1 + rnd.IntN(5) {
+				p := filepath.Join(root, paths[rnd.IntN(len(paths))])
+				switch rnd.IntN(3) {
+				case 0:
+					os.RemoveAll(p)
+				case 1:
+					if fi, err := os.Lstat(p); err == nil && fi.Mode().IsRegular() {
+						os.WriteFile(p, []byte("x"), 0o644)
+					}
+				default:
+					if fi, err := os.Lstat(p); err == nil && fi.IsDir() {
+						os.WriteFile(filepath.Join(p, fmt.Sprint("new", round)), nil, 0o644)
+					}
+				}
+			}
+			if round%2 == 0 {
+				time.Sleep(2 * RacyWindow()) // odd rounds leave racy entries
+			}
+			x, err := Scan(root, ScanOptions{Dir: keep})
+			if err != nil {
+				t.Fatal(err)
+			}
+			after := referenceScan(t, root)
+			got, err := x.Changed(prev)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := refChanged(before, after, prev, x); !slices.Equal(got, want) {
+				t.Fatalf("round %d: changed %q, want %q", round, got, want)
+			}
+			prev.Close()
+			prev, before = x, after
+		}
+		prev.Close()
+	}
+}
+
+// refChanged is Index.Changed computed from two plain walks.
+func refChanged(before, after []refEntry, prev, x *Index) []string {
+	old := map[string]Stat{}
+	for _, e := range before {
+		old[e.path] = e.st
+	}
+	var out []string
+	for _, e := range after {
+		st, ok := old[e.path]
+		delete(old, e.path)
+		if !ok || st != e.st || st.Racy(prev.Time, prev.Window) || e.st.Racy(x.Time, x.Window) {
+			out = append(out, e.path)
+		}
+	}
+	for p := range old {
+		out = append(out, p)
+	}
+	slices.SortFunc(out, ComparePaths)
+	return out
 }
