@@ -62,7 +62,7 @@ func applyCopy(dst, src int, size int64, h hash.Hash) error {
 				return err
 			}
 			if n == 0 {
-				return fmt.Errorf("%w: file ends at %d, statement says %d bytes", ErrNotAttested, off, size)
+				return applySizeError(off, size)
 			}
 			if h != nil {
 				h.Write(buf[:n])
@@ -78,13 +78,11 @@ func applyCopy(dst, src int, size int64, h hash.Hash) error {
 	// SEEK_DATA reports no data both in a hole at the end and past the
 	// end: only the file's size tells a short file from a sparse one.
 	st, err := linux.Lstat(src, "")
-	switch {
-	case err != nil:
+	if err != nil {
 		return err
-	case int64(st.Size) > size:
-		return fmt.Errorf("%w: file is longer than the statement's %d bytes", ErrNotAttested, size)
-	case int64(st.Size) < size:
-		return fmt.Errorf("%w: file ends at %d, statement says %d bytes", ErrNotAttested, st.Size, size)
+	}
+	if int64(st.Size) != size {
+		return applySizeError(int64(st.Size), size)
 	}
 	if dst >= 0 {
 		return linux.Ftruncate(dst, size)
@@ -108,11 +106,8 @@ func applyCopySmall(dst, src int, size int64, h hash.Hash) error {
 		}
 		n += k
 	}
-	switch {
-	case int64(n) > size:
-		return fmt.Errorf("%w: file is longer than the statement's %d bytes", ErrNotAttested, size)
-	case int64(n) < size:
-		return fmt.Errorf("%w: file ends at %d, statement says %d bytes", ErrNotAttested, n, size)
+	if int64(n) != size {
+		return applySizeError(int64(n), size)
 	}
 	data := buf[:size]
 	if h != nil {
@@ -122,6 +117,15 @@ func applyCopySmall(dst, src int, size int64, h hash.Hash) error {
 		return nil
 	}
 	return linux.PwriteAll(dst, data, 0)
+}
+
+// applySizeError says that a file of got bytes is not the size bytes the
+// statement says.
+func applySizeError(got, size int64) error {
+	if got > size {
+		return fmt.Errorf("%w: file is longer than the statement's %d bytes", ErrNotAttested, size)
+	}
+	return fmt.Errorf("%w: file ends at %d, statement says %d bytes", ErrNotAttested, got, size)
 }
 
 // applyHashZeros writes n zero bytes to h (if not nil).
