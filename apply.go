@@ -467,7 +467,7 @@ func (s *staged) apply(out string, opt ApplyOptions) error {
 	if unexamined(s.st.Incomplete) || len(skipped) > 0 {
 		return nil // what was not applied stays in the upper layer
 	}
-	return errors.Join(os.RemoveAll(s.dir.upper()), os.RemoveAll(s.dir.work()))
+	return s.dir.dropLayers()
 }
 
 // launchedAt is the time the session's workspace entries are compared with
@@ -688,5 +688,5 @@ func (s *Store) Discard(out string, force bool) error {
 	if err := dir.saveJournal(nj, env); err != nil {
 		return err
 	}
-	return errors.Join(os.RemoveAll(dir.upper()), os.RemoveAll(dir.work()))
+	return dir.dropLayers()
 }
