@@ -437,7 +437,7 @@ func (s *staged) apply(out string, opt ApplyOptions) error {
 			}
 		}
 		err = overlay.Apply(s.dir.upper(), s.rec.Workspace, entries, overlay.ApplyOptions{Progress: progress, Stop: stop,
-			Workspace: ws, Partial: unexamined(s.st.Incomplete) || part, Left: opt.Left})
+			Workspace: ws, Partial: unexamined(s.st.Incomplete) || part, Left: opt.Left, Resume: resuming})
 		if stopped {
 			return fmt.Errorf("the apply stopped part way (%w); the workspace is partly changed and the apply is journaled: run `layerseal apply %s` to finish it", errors.Unwrap(err), s.rec.ID)
 		}

@@ -62,6 +62,11 @@ type ApplyOptions struct {
 	// file's inode, and a deleted directory that still holds unlisted
 	// entries is left, with the new file of its type change (see Left).
 	Partial bool
+	// Resume says an earlier Apply of the same entries may have stopped
+	// part way: a new file is then written through its temporary name,
+	// which removes what that run left there, rather than linked at its
+	// own name directly.
+	Resume bool
 	// Left, when set, is called for each entry Partial made Apply leave
 	// as it is, with the reason.
 	Left func(p attest.Path, why string)
@@ -780,7 +785,16 @@ func (a *applier) writeFile(i int, e *attest.Entry, dirfd int, base string) erro
 		return &ApplyError{Path: e.Path, Op: "verify", Err: fmt.Errorf("%w: upper file has mode %#o and size %d, statement says a file of %d bytes", ErrNotAttested, st.Mode, st.Size, e.New.Size)}
 	}
 	tmp := a.tempName(i, e.Path)
-	err = a.writeTemp(dirfd, tmp, e.Path, func(dst int) error {
+	// A new file is linked from O_TMPFILE at its own name when nothing is
+	// there: one directory entry made instead of a temporary one made,
+	// renamed and removed. Anything already there is replaced through
+	// the temporary name as usual, and so is every file of a resumed run,
+	// which may find its temporary name left by the run it resumes.
+	direct := ""
+	if e.Change == attest.Added && !a.opt.Resume {
+		direct = base
+	}
+	placed, err := a.writeTemp(dirfd, tmp, direct, e.Path, func(dst int) error {
 		var h hash.Hash
 		if e.New.SHA256 != nil {
 			h = sha256.New()
@@ -798,8 +812,10 @@ func (a *applier) writeFile(i int, e *attest.Entry, dirfd int, base string) erro
 	if err != nil {
 		return err
 	}
-	if err := a.rename(dirfd, tmp, base, e.Path); err != nil {
-		return err
+	if !placed {
+		if err := a.rename(dirfd, tmp, base, e.Path); err != nil {
+			return err
+		}
 	}
 	a.mu.Lock()
 	a.written[e.Path] = true
@@ -810,48 +826,59 @@ func (a *applier) writeFile(i int, e *attest.Entry, dirfd int, base string) erro
 // writeTemp makes the temporary regular file tmp in dirfd (replacing one
 // left by an earlier run) with contents and metadata written by fill.
 // Where the filesystem has O_TMPFILE the file gets its name only after
-// fill succeeds, so a refused or failed file never shows in the directory.
-func (a *applier) writeTemp(dirfd int, tmp string, p attest.Path, fill func(fd int) error) error {
+// fill succeeds, so a refused or failed file never shows in the directory;
+// there, when direct is not empty and nothing has that name, the file is
+// linked at direct instead and placed is true.
+func (a *applier) writeTemp(dirfd int, tmp, direct string, p attest.Path, fill func(fd int) error) (placed bool, err error) {
 	if err := a.step("write", p); err != nil {
-		return err
+		return false, err
 	}
 	dst, err := linux.Openat(dirfd, ".", unix.O_WRONLY|unix.O_TMPFILE)
 	if err == nil {
 		defer unix.Close(dst)
 		if err := fill(dst); err != nil {
-			return err
+			return false, err
 		}
 		if err := a.step("link", p); err != nil {
-			return err
+			return false, err
+		}
+		if direct != "" {
+			err := linux.LinkFD(dst, dirfd, direct)
+			if err == nil {
+				return true, nil
+			}
+			if !errors.Is(err, unix.EEXIST) {
+				return false, &ApplyError{Path: p, Op: "link", Err: err}
+			}
 		}
 		err := linux.LinkFD(dst, dirfd, tmp)
 		if errors.Is(err, unix.EEXIST) { // left by an earlier run
 			if err = a.clearTemp(dirfd, tmp, p); err != nil {
-				return err
+				return false, err
 			}
 			err = linux.LinkFD(dst, dirfd, tmp)
 		}
 		if err != nil {
-			return &ApplyError{Path: p, Op: "link", Err: err}
+			return false, &ApplyError{Path: p, Op: "link", Err: err}
 		}
-		return nil
+		return false, nil
 	}
 	if !errors.Is(err, unix.EOPNOTSUPP) && !errors.Is(err, unix.EISDIR) && !errors.Is(err, unix.EINVAL) {
-		return &ApplyError{Path: p, Op: "create", Err: err}
+		return false, &ApplyError{Path: p, Op: "create", Err: err}
 	}
 	if err := a.clearTemp(dirfd, tmp, p); err != nil {
-		return err
+		return false, err
 	}
 	dst, err = linux.Openat(dirfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW)
 	if err != nil {
-		return &ApplyError{Path: p, Op: "create", Err: err}
+		return false, &ApplyError{Path: p, Op: "create", Err: err}
 	}
 	err = fill(dst)
 	unix.Close(dst)
 	if err != nil {
 		a.dropTemp(dirfd, tmp, err)
 	}
-	return err
+	return false, err
 }
 
 // rename moves tmp over base in dirfd.
