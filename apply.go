@@ -577,8 +577,16 @@ func workspaceChanged(ws *os.File, entries []attest.Entry, resuming bool) []atte
 	}
 	defer linux.Close(root)
 	var out []attest.Path
+	gone := map[attest.Path]bool{} // absent paths: all beneath them is absent
 	for _, e := range entries {
-		now, ok := workspaceState(root, e.Path)
+		var now *attest.State
+		ok := false
+		if e.Path == attest.Root || !gone[parentPath(e.Path)] {
+			now, ok = workspaceState(root, e.Path)
+		}
+		if !ok {
+			gone[e.Path] = true
+		}
 		if resuming && (!ok || now.Type == attest.Dir && e.New != nil && e.New.Type == attest.Dir) {
 			continue
 		}
