@@ -680,13 +680,19 @@ func (a *applier) createAll() error {
 
 // createFiles writes the regular files of entries idx, on as many
 // goroutines as there are cores (at least two: much of a small file's
-// cost is waiting in system calls). Every directory exists by then and
+// cost is waiting in system calls), while a read-ahead asks the kernel
+// for the next files' contents (see readAhead). Every directory exists by then and
 // each file is written under its own temporary name and renamed, so they
 // are independent. The first failure stops the others before their next
 // change, and is what createFiles returns.
 func (a *applier) createFiles(idx []int) error {
 	var next atomic.Int64
 	var wg sync.WaitGroup
+	ahead := newReadAhead()
+	var aheadDone sync.WaitGroup
+	aheadDone.Go(func() { ahead.run(a, idx) })
+	defer aheadDone.Wait()
+	defer ahead.stop()
 	for range min(len(idx), max(2, runtime.GOMAXPROCS(0))) {
 		wg.Go(func() {
 			var parents parentDir
@@ -696,6 +702,7 @@ func (a *applier) createFiles(idx []int) error {
 				if k >= int64(len(idx)) {
 					return
 				}
+				ahead.take(int(k))
 				if err := a.create(idx[k], &a.entries[idx[k]], &parents); err != nil {
 					a.halt(err)
 					return
