@@ -165,6 +165,9 @@ type applier struct {
 	written   map[attest.Path]bool  // regular files written from the upper layer
 	left      map[attest.Path]bool  // entries left as they are (Partial)
 
+	// ahead, while createFiles runs, holds the upper files opened ahead.
+	ahead *readAhead
+
 	// mu guards what the goroutines of createFiles share: steps (and
 	// the calls to the options' Stop, Progress and crashAt, which are
 	// thereby never concurrent), written, and the first failure.
@@ -689,10 +692,15 @@ func (a *applier) createFiles(idx []int) error {
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	ahead := newReadAhead()
+	a.ahead = ahead
 	var aheadDone sync.WaitGroup
 	aheadDone.Go(func() { ahead.run(a, idx) })
-	defer aheadDone.Wait()
-	defer ahead.stop()
+	defer func() {
+		ahead.stop()
+		aheadDone.Wait()
+		ahead.closeUnclaimed()
+		a.ahead = nil
+	}()
 	for range min(len(idx), max(2, runtime.GOMAXPROCS(0))) {
 		wg.Go(func() {
 			var parents parentDir
@@ -779,9 +787,13 @@ func (a *applier) setInPlace(dirfd int, base string, e *attest.Entry, st linux.S
 // writeFile copies e's upper file into a temporary file beside the target,
 // checks size and digest, sets the metadata and renames it over the target.
 func (a *applier) writeFile(i int, e *attest.Entry, dirfd int, base string) error {
-	src, err := linux.OpenBeneath(a.upper, string(e.Path), unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY)
-	if err != nil {
-		return &ApplyError{Path: e.Path, Op: "open upper", Err: err}
+	src := a.ahead.claim(i)
+	if src < 0 {
+		var err error
+		src, err = linux.OpenBeneath(a.upper, string(e.Path), unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY)
+		if err != nil {
+			return &ApplyError{Path: e.Path, Op: "open upper", Err: err}
+		}
 	}
 	defer unix.Close(src)
 	st, err := linux.Lstat(src, "")

@@ -5,6 +5,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/layerseal/layerseal/attest"
 	"github.com/layerseal/layerseal/internal/linux"
 )
 
@@ -18,19 +19,38 @@ const applyAheadBytes = applyBufSize
 
 // readAhead asks the kernel to start reading the upper files the writers
 // of createFiles will copy next, so that on a cold cache the disk works
-// on several files while each writer waits for one. It only advises: the
-// writers open, check and read every file themselves.
+// on several files while each writer waits for one. It opens each file as
+// the writer would (beneath the upper layer's root, read-only) and hands
+// the descriptor over (claim); the writer checks and hashes what it reads
+// from it as from one it opened itself.
 type readAhead struct {
 	mu    sync.Mutex
 	cond  *sync.Cond
-	taken int  // files the writers have taken
-	done  bool // the writers are finished
+	taken int         // files the writers have taken
+	done  bool        // the writers are finished
+	fds   map[int]int // entry index → upper file opened ahead
 }
 
 func newReadAhead() *readAhead {
-	r := &readAhead{}
+	r := &readAhead{fds: map[int]int{}}
 	r.cond = sync.NewCond(&r.mu)
 	return r
+}
+
+// claim returns the descriptor opened ahead for entry i, which the caller
+// then owns, or -1 when there is none.
+func (r *readAhead) claim(i int) int {
+	if r == nil {
+		return -1
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	fd, ok := r.fds[i]
+	if !ok {
+		return -1
+	}
+	delete(r.fds, i)
+	return fd
 }
 
 // take tells the read-ahead that the writers took file k.
@@ -41,7 +61,7 @@ func (r *readAhead) take(k int) {
 	r.cond.Signal()
 }
 
-// stop ends the read-ahead.
+// stop ends the read-ahead and closes the descriptors no writer claimed.
 func (r *readAhead) stop() {
 	r.mu.Lock()
 	r.done = true
@@ -49,8 +69,18 @@ func (r *readAhead) stop() {
 	r.cond.Signal()
 }
 
-// run advises the files of idx in order, at most applyAhead ahead of the
-// writers, skipping those they already took.
+// closeUnclaimed closes what the read-ahead opened and no writer claimed;
+// it runs once the read-ahead has ended.
+func (r *readAhead) closeUnclaimed() {
+	for i, fd := range r.fds {
+		unix.Close(fd)
+		delete(r.fds, i)
+	}
+}
+
+// run opens and advises the files of idx in order, at most applyAhead
+// ahead of the writers, skipping those they already took; so at most
+// applyAhead descriptors wait for a writer to claim them.
 func (r *readAhead) run(a *applier, idx []int) {
 	for j := range idx {
 		r.mu.Lock()
@@ -66,11 +96,20 @@ func (r *readAhead) run(a *applier, idx []int) {
 			continue
 		}
 		e := &a.entries[idx[j]]
+		if e.Change == attest.Metadata {
+			continue // mostly changed in place, without reading it
+		}
 		fd, err := linux.OpenBeneath(a.upper, string(e.Path), unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY)
 		if err != nil {
 			continue // the writer reports it
 		}
 		linux.Fadvise(fd, 0, min(int64(e.New.Size), applyAheadBytes), unix.FADV_WILLNEED)
-		unix.Close(fd)
+		r.mu.Lock()
+		if r.done || j < r.taken {
+			unix.Close(fd) // too late: the writer opened it itself
+		} else {
+			r.fds[idx[j]] = fd
+		}
+		r.mu.Unlock()
 	}
 }

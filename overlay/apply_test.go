@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"errors"
+	"fmt"
 	"io"
 	"math/rand"
 	"os"
@@ -546,5 +547,38 @@ func TestApplySparse(t *testing.T) {
 	applyTestMust(t, err)
 	if fi, _ := f.Stat(); string(buf) != "middle" || fi.Size() != 1<<40 {
 		t.Fatalf("huge: read %q at the middle, size %d", buf, fi.Size())
+	}
+}
+
+// TestApplyClosesReadAhead: the upper files the read-ahead opened for
+// writers that never came (a file refused half way stops the others) are
+// closed when Apply returns.
+func TestApplyClosesReadAhead(t *testing.T) {
+	base := t.TempDir()
+	ws, upper := filepath.Join(base, "ws"), filepath.Join(base, "upper")
+	applyTestMust(t, os.MkdirAll(ws, 0o755))
+	var entries []attest.Entry
+	for i := range 300 {
+		name := fmt.Sprintf("f%03d", i)
+		applyTestWrite(t, filepath.Join(upper, name), name, 0o644)
+		e := attest.Entry{Path: attest.Path(name), Change: attest.Added, New: applyTestState(t, upper, name, nil)}
+		if i == 20 {
+			e.New.SHA256 = make([]byte, sha256.Size) // refused
+		}
+		entries = append(entries, e)
+	}
+	openFDs := func() int {
+		names, err := os.ReadDir("/proc/self/fd")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(names)
+	}
+	before := openFDs()
+	if err := Apply(upper, ws, entries, ApplyOptions{}); !errors.Is(err, ErrNotAttested) {
+		t.Fatalf("got %v, want ErrNotAttested", err)
+	}
+	if after := openFDs(); after != before {
+		t.Fatalf("%d descriptors open after Apply, %d before", after, before)
 	}
 }
