@@ -294,13 +294,16 @@ func (a *applier) plan(in []attest.Entry) error {
 	a.tag = hex.EncodeToString(tag.Sum(nil)[:6])
 
 	// Check the upper files to copy: type and size (digests are checked
-	// while copying).
+	// while copying). Each is stated in its upper directory, opened
+	// beneath the upper root once for the files in it.
+	var updir upperDir
+	defer updir.close()
 	for i := range a.entries {
 		e := &a.entries[i]
 		if e.New == nil || e.New.Type != attest.File || isLinker(e) {
 			continue
 		}
-		st, err := a.upperStat(e.Path)
+		st, err := updir.stat(a, e.Path)
 		if err != nil {
 			return &ApplyError{Path: e.Path, Op: "stat upper", Err: err}
 		}
@@ -444,6 +447,36 @@ func (a *applier) walkUpper(dirfd int, p attest.Path, inodes map[[2]uint64][]att
 		}
 	}
 	return nil
+}
+
+// upperDir is the upper directory plan opened last, kept for the next
+// file in it.
+type upperDir struct {
+	dir  attest.Path
+	fd   int
+	open bool
+}
+
+// stat stats p (not the root) in the upper layer without following
+// symlinks in any component.
+func (d *upperDir) stat(a *applier, p attest.Path) (linux.Stat, error) {
+	dir, base := applySplit(p)
+	if !d.open || d.dir != dir {
+		d.close()
+		fd, err := linux.OpenBeneath(a.upper, string(dir), unix.O_PATH|unix.O_DIRECTORY)
+		if err != nil {
+			return linux.Stat{}, err
+		}
+		d.dir, d.fd, d.open = dir, fd, true
+	}
+	return linux.Lstat(d.fd, base)
+}
+
+func (d *upperDir) close() {
+	if d.open {
+		unix.Close(d.fd)
+	}
+	d.open = false
 }
 
 // upperStat stats p in the upper layer without following symlinks.
