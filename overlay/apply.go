@@ -102,8 +102,10 @@ var errApplyCrash = errors.New("simulated crash")
 // symlinks, FIFOs, sockets and devices; sets owner, mode, the exact set of
 // extended attributes (overlay-private trusted.overlay.* names already
 // present are left alone; user.overlay.* names are user data) and mtime;
-// and renames each result over its target atomically. Files sharing an inode in the merged view
-// (State.Link) end up as hard links of one inode; an unchanged file they
+// and puts each result at its target atomically: renamed over what is
+// there, or, for an added file whose name is free, linked there from
+// O_TMPFILE (a resumed run renames every file, see Resume). Files sharing
+// an inode in the merged view (State.Link) end up as hard links of one inode; an unchanged file they
 // link to keeps its other workspace names (links overlayfs split off on
 // copy-up), since those are not listed. Directory mtimes are set
 // last, deepest first; directories Apply only had to write into get back
