@@ -437,7 +437,7 @@ func (s *staged) apply(out string, opt ApplyOptions) error {
 			}
 		}
 		err = overlay.Apply(s.dir.upper(), s.rec.Workspace, entries, overlay.ApplyOptions{Progress: progress, Stop: stop,
-			Workspace: ws, Partial: unexamined(s.st.Incomplete) || part, Left: opt.Left})
+			Workspace: ws, Partial: unexamined(s.st.Incomplete) || part, Left: opt.Left, Resume: resuming})
 		if stopped {
 			return fmt.Errorf("the apply stopped part way (%w); the workspace is partly changed and the apply is journaled: run `layerseal apply %s` to finish it", errors.Unwrap(err), s.rec.ID)
 		}
@@ -467,7 +467,7 @@ func (s *staged) apply(out string, opt ApplyOptions) error {
 	if unexamined(s.st.Incomplete) || len(skipped) > 0 {
 		return nil // what was not applied stays in the upper layer
 	}
-	return errors.Join(os.RemoveAll(s.dir.upper()), os.RemoveAll(s.dir.work()))
+	return s.dir.dropLayers()
 }
 
 // launchedAt is the time the session's workspace entries are compared with
@@ -577,8 +577,16 @@ func workspaceChanged(ws *os.File, entries []attest.Entry, resuming bool) []atte
 	}
 	defer linux.Close(root)
 	var out []attest.Path
+	gone := map[attest.Path]bool{} // absent paths: all beneath them is absent
 	for _, e := range entries {
-		now, ok := workspaceState(root, e.Path)
+		var now *attest.State
+		ok := false
+		if e.Path == attest.Root || !gone[parentPath(e.Path)] {
+			now, ok = workspaceState(root, e.Path)
+		}
+		if !ok {
+			gone[e.Path] = true
+		}
 		if resuming && (!ok || now.Type == attest.Dir && e.New != nil && e.New.Type == attest.Dir) {
 			continue
 		}
@@ -688,5 +696,5 @@ func (s *Store) Discard(out string, force bool) error {
 	if err := dir.saveJournal(nj, env); err != nil {
 		return err
 	}
-	return errors.Join(os.RemoveAll(dir.upper()), os.RemoveAll(dir.work()))
+	return dir.dropLayers()
 }

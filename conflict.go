@@ -41,9 +41,18 @@ func conflictsBut(ws *os.File, paths []attest.Path, since time.Time, ours map[at
 	limit := since.UnixNano()
 	second := limit - limit%int64(time.Second)
 	ancestor := map[attest.Path]bool{} // nearest-existing-ancestor results
+	// Paths found absent: what lies beneath them is absent too, without
+	// a failing open of its parent for each (many new files in a new
+	// directory).
+	gone := map[attest.Path]bool{}
 	changedAt := func(p attest.Path) (bool, bool) {
+		if p != attest.Root && gone[parentPath(p)] {
+			gone[p] = true
+			return false, false
+		}
 		st, err := statBeneath(root, p)
 		if err != nil {
+			gone[p] = true
 			return false, false
 		}
 		if c, ok := ours[p]; ok && c == st.CtimeNS {

@@ -35,14 +35,17 @@ func TestConflicts(t *testing.T) {
 	if err := os.Remove(filepath.Join(ws, "b/removed")); err != nil {
 		t.Fatal(err)
 	}
-	paths := []attest.Path{"a/edited", "a/same", "a/new", "b/added", "b/removed", "c/deep/same", "c/deep/new/x", "c/new"}
+	// Absent paths beneath absent ones are found absent without a look
+	// of their own; their nearest existing ancestor still decides.
+	paths := []attest.Path{"a/edited", "a/same", "a/new", "b/added", "b/gone", "b/gone/x", "b/gone/x/y", "b/removed",
+		"c/deep/same", "c/deep/new", "c/deep/new/x", "c/deep/new/x/y", "c/new"}
 	dir, err := os.Open(ws)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer dir.Close()
 	got := conflicts(dir, paths, since)
-	want := []attest.Path{"a/edited", "b/added", "b/removed"}
+	want := []attest.Path{"a/edited", "b/added", "b/gone", "b/gone/x", "b/gone/x/y", "b/removed"}
 	if !slices.Equal(got, want) {
 		t.Errorf("conflicts = %q, want %q", got, want)
 	}

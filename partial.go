@@ -1,7 +1,6 @@
 package layerseal
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -219,7 +218,7 @@ func (store *Store) DiscardPart(out string, only []string) (int, error) {
 		return 0, err
 	}
 	if j.State != journalPartial {
-		return len(chosen), errors.Join(os.RemoveAll(s.dir.upper()), os.RemoveAll(s.dir.work()))
+		return len(chosen), s.dir.dropLayers()
 	}
 	return len(chosen), nil
 }

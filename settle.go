@@ -3,7 +3,6 @@ package layerseal
 import (
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 
 	"github.com/layerseal/layerseal/attest"
@@ -26,7 +25,7 @@ func (s *session) settle(env []byte, st *attest.Statement, excluded *subtrees, j
 		return false, nil
 	}
 	if journaled {
-		return true, errors.Join(os.RemoveAll(s.dir.upper()), os.RemoveAll(s.dir.work()))
+		return true, s.dir.dropLayers()
 	}
 	sg := &staged{dir: s.dir, rec: s.rec, env: env, st: st, launch: s.launchRec, ws: s.wsDir, r: s.reader, excluded: excluded}
 	var changed *WorkspaceChangedError

@@ -13,6 +13,7 @@ import (
 	"github.com/layerseal/layerseal/attest"
 	"github.com/layerseal/layerseal/internal/atomicfile"
 	"github.com/layerseal/layerseal/internal/linux"
+	"github.com/layerseal/layerseal/internal/removetree"
 	"github.com/layerseal/layerseal/overlay"
 	"github.com/layerseal/layerseal/probe"
 )
@@ -95,6 +96,13 @@ type sessionDir string
 func (d sessionDir) upper() string  { return filepath.Join(string(d), "upper") }
 func (d sessionDir) work() string   { return filepath.Join(string(d), "work") }
 func (d sessionDir) record() string { return filepath.Join(string(d), "session.json") }
+
+// dropLayers removes the session's upper layer and overlay work dir, with
+// several unlinks in flight (see removetree): a large change set's upper
+// layer is otherwise much of an apply's time.
+func (d sessionDir) dropLayers() error {
+	return errors.Join(removetree.RemoveAll(d.upper()), removetree.RemoveAll(d.work()))
+}
 
 // stateDir is the state dir holding d (DIR of DIR/sessions/ID).
 func (d sessionDir) stateDir() string { return filepath.Dir(filepath.Dir(string(d))) }

@@ -62,6 +62,11 @@ type ApplyOptions struct {
 	// file's inode, and a deleted directory that still holds unlisted
 	// entries is left, with the new file of its type change (see Left).
 	Partial bool
+	// Resume says an earlier Apply of the same entries may have stopped
+	// part way: a new file is then written through its temporary name,
+	// which removes what that run left there, rather than linked at its
+	// own name directly.
+	Resume bool
 	// Left, when set, is called for each entry Partial made Apply leave
 	// as it is, with the reason.
 	Left func(p attest.Path, why string)
@@ -97,8 +102,10 @@ var errApplyCrash = errors.New("simulated crash")
 // symlinks, FIFOs, sockets and devices; sets owner, mode, the exact set of
 // extended attributes (overlay-private trusted.overlay.* names already
 // present are left alone; user.overlay.* names are user data) and mtime;
-// and renames each result over its target atomically. Files sharing an inode in the merged view
-// (State.Link) end up as hard links of one inode; an unchanged file they
+// and puts each result at its target atomically: renamed over what is
+// there, or, for an added file whose name is free, linked there from
+// O_TMPFILE (a resumed run renames every file, see Resume). Files sharing
+// an inode in the merged view (State.Link) end up as hard links of one inode; an unchanged file they
 // link to keeps its other workspace names (links overlayfs split off on
 // copy-up), since those are not listed. Directory mtimes are set
 // last, deepest first; directories Apply only had to write into get back
@@ -159,6 +166,9 @@ type applier struct {
 	restoreNS map[attest.Path]int64 // their mtimes before this run (fallback)
 	written   map[attest.Path]bool  // regular files written from the upper layer
 	left      map[attest.Path]bool  // entries left as they are (Partial)
+
+	// ahead, while createFiles runs, holds the upper files opened ahead.
+	ahead *readAhead
 
 	// mu guards what the goroutines of createFiles share: steps (and
 	// the calls to the options' Stop, Progress and crashAt, which are
@@ -286,13 +296,16 @@ func (a *applier) plan(in []attest.Entry) error {
 	a.tag = hex.EncodeToString(tag.Sum(nil)[:6])
 
 	// Check the upper files to copy: type and size (digests are checked
-	// while copying).
+	// while copying). Each is stated in its upper directory, opened
+	// beneath the upper root once for the files in it.
+	var updir upperDir
+	defer updir.close()
 	for i := range a.entries {
 		e := &a.entries[i]
 		if e.New == nil || e.New.Type != attest.File || isLinker(e) {
 			continue
 		}
-		st, err := a.upperStat(e.Path)
+		st, err := updir.stat(a, e.Path)
 		if err != nil {
 			return &ApplyError{Path: e.Path, Op: "stat upper", Err: err}
 		}
@@ -436,6 +449,36 @@ func (a *applier) walkUpper(dirfd int, p attest.Path, inodes map[[2]uint64][]att
 		}
 	}
 	return nil
+}
+
+// upperDir is the upper directory plan opened last, kept for the next
+// file in it.
+type upperDir struct {
+	dir  attest.Path
+	fd   int
+	open bool
+}
+
+// stat stats p (not the root) in the upper layer without following
+// symlinks in any component.
+func (d *upperDir) stat(a *applier, p attest.Path) (linux.Stat, error) {
+	dir, base := applySplit(p)
+	if !d.open || d.dir != dir {
+		d.close()
+		fd, err := linux.OpenBeneath(a.upper, string(dir), unix.O_PATH|unix.O_DIRECTORY)
+		if err != nil {
+			return linux.Stat{}, err
+		}
+		d.dir, d.fd, d.open = dir, fd, true
+	}
+	return linux.Lstat(d.fd, base)
+}
+
+func (d *upperDir) close() {
+	if d.open {
+		unix.Close(d.fd)
+	}
+	d.open = false
 }
 
 // upperStat stats p in the upper layer without following symlinks.
@@ -675,13 +718,24 @@ func (a *applier) createAll() error {
 
 // createFiles writes the regular files of entries idx, on as many
 // goroutines as there are cores (at least two: much of a small file's
-// cost is waiting in system calls). Every directory exists by then and
+// cost is waiting in system calls), while a read-ahead asks the kernel
+// for the next files' contents (see readAhead). Every directory exists by then and
 // each file is written under its own temporary name and renamed, so they
 // are independent. The first failure stops the others before their next
 // change, and is what createFiles returns.
 func (a *applier) createFiles(idx []int) error {
 	var next atomic.Int64
 	var wg sync.WaitGroup
+	ahead := newReadAhead()
+	a.ahead = ahead
+	var aheadDone sync.WaitGroup
+	aheadDone.Go(func() { ahead.run(a, idx) })
+	defer func() {
+		ahead.stop()
+		aheadDone.Wait()
+		ahead.closeUnclaimed()
+		a.ahead = nil
+	}()
 	for range min(len(idx), max(2, runtime.GOMAXPROCS(0))) {
 		wg.Go(func() {
 			var parents parentDir
@@ -691,6 +745,7 @@ func (a *applier) createFiles(idx []int) error {
 				if k >= int64(len(idx)) {
 					return
 				}
+				ahead.take(int(k))
 				if err := a.create(idx[k], &a.entries[idx[k]], &parents); err != nil {
 					a.halt(err)
 					return
@@ -767,9 +822,13 @@ func (a *applier) setInPlace(dirfd int, base string, e *attest.Entry, st linux.S
 // writeFile copies e's upper file into a temporary file beside the target,
 // checks size and digest, sets the metadata and renames it over the target.
 func (a *applier) writeFile(i int, e *attest.Entry, dirfd int, base string) error {
-	src, err := linux.OpenBeneath(a.upper, string(e.Path), unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY)
-	if err != nil {
-		return &ApplyError{Path: e.Path, Op: "open upper", Err: err}
+	src := a.ahead.claim(i)
+	if src < 0 {
+		var err error
+		src, err = linux.OpenBeneath(a.upper, string(e.Path), unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY)
+		if err != nil {
+			return &ApplyError{Path: e.Path, Op: "open upper", Err: err}
+		}
 	}
 	defer unix.Close(src)
 	st, err := linux.Lstat(src, "")
@@ -780,7 +839,16 @@ func (a *applier) writeFile(i int, e *attest.Entry, dirfd int, base string) erro
 		return &ApplyError{Path: e.Path, Op: "verify", Err: fmt.Errorf("%w: upper file has mode %#o and size %d, statement says a file of %d bytes", ErrNotAttested, st.Mode, st.Size, e.New.Size)}
 	}
 	tmp := a.tempName(i, e.Path)
-	err = a.writeTemp(dirfd, tmp, e.Path, func(dst int) error {
+	// A new file is linked from O_TMPFILE at its own name when nothing is
+	// there: one directory entry made instead of a temporary one made,
+	// renamed and removed. Anything already there is replaced through
+	// the temporary name as usual, and so is every file of a resumed run,
+	// which may find its temporary name left by the run it resumes.
+	direct := ""
+	if e.Change == attest.Added && !a.opt.Resume {
+		direct = base
+	}
+	placed, err := a.writeTemp(dirfd, tmp, direct, e.Path, func(dst int) error {
 		var h hash.Hash
 		if e.New.SHA256 != nil {
 			h = sha256.New()
@@ -798,8 +866,10 @@ func (a *applier) writeFile(i int, e *attest.Entry, dirfd int, base string) erro
 	if err != nil {
 		return err
 	}
-	if err := a.rename(dirfd, tmp, base, e.Path); err != nil {
-		return err
+	if !placed {
+		if err := a.rename(dirfd, tmp, base, e.Path); err != nil {
+			return err
+		}
 	}
 	a.mu.Lock()
 	a.written[e.Path] = true
@@ -810,48 +880,59 @@ func (a *applier) writeFile(i int, e *attest.Entry, dirfd int, base string) erro
 // writeTemp makes the temporary regular file tmp in dirfd (replacing one
 // left by an earlier run) with contents and metadata written by fill.
 // Where the filesystem has O_TMPFILE the file gets its name only after
-// fill succeeds, so a refused or failed file never shows in the directory.
-func (a *applier) writeTemp(dirfd int, tmp string, p attest.Path, fill func(fd int) error) error {
+// fill succeeds, so a refused or failed file never shows in the directory;
+// there, when direct is not empty and nothing has that name, the file is
+// linked at direct instead and placed is true.
+func (a *applier) writeTemp(dirfd int, tmp, direct string, p attest.Path, fill func(fd int) error) (placed bool, err error) {
 	if err := a.step("write", p); err != nil {
-		return err
+		return false, err
 	}
 	dst, err := linux.Openat(dirfd, ".", unix.O_WRONLY|unix.O_TMPFILE)
 	if err == nil {
 		defer unix.Close(dst)
 		if err := fill(dst); err != nil {
-			return err
+			return false, err
 		}
 		if err := a.step("link", p); err != nil {
-			return err
+			return false, err
+		}
+		if direct != "" {
+			err := linux.LinkFD(dst, dirfd, direct)
+			if err == nil {
+				return true, nil
+			}
+			if !errors.Is(err, unix.EEXIST) {
+				return false, &ApplyError{Path: p, Op: "link", Err: err}
+			}
 		}
 		err := linux.LinkFD(dst, dirfd, tmp)
 		if errors.Is(err, unix.EEXIST) { // left by an earlier run
 			if err = a.clearTemp(dirfd, tmp, p); err != nil {
-				return err
+				return false, err
 			}
 			err = linux.LinkFD(dst, dirfd, tmp)
 		}
 		if err != nil {
-			return &ApplyError{Path: p, Op: "link", Err: err}
+			return false, &ApplyError{Path: p, Op: "link", Err: err}
 		}
-		return nil
+		return false, nil
 	}
 	if !errors.Is(err, unix.EOPNOTSUPP) && !errors.Is(err, unix.EISDIR) && !errors.Is(err, unix.EINVAL) {
-		return &ApplyError{Path: p, Op: "create", Err: err}
+		return false, &ApplyError{Path: p, Op: "create", Err: err}
 	}
 	if err := a.clearTemp(dirfd, tmp, p); err != nil {
-		return err
+		return false, err
 	}
 	dst, err = linux.Openat(dirfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW)
 	if err != nil {
-		return &ApplyError{Path: p, Op: "create", Err: err}
+		return false, &ApplyError{Path: p, Op: "create", Err: err}
 	}
 	err = fill(dst)
 	unix.Close(dst)
 	if err != nil {
 		a.dropTemp(dirfd, tmp, err)
 	}
-	return err
+	return false, err
 }
 
 // rename moves tmp over base in dirfd.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"errors"
+	"fmt"
 	"io"
 	"math/rand"
 	"os"
@@ -365,16 +366,53 @@ func TestApplyCrashAtEveryStep(t *testing.T) {
 			t.Fatalf("crash at step %d: got %v", n, err)
 		}
 		// A second crash a little later in the re-run, then a full run.
-		err = Apply(merged, ws, entries, ApplyOptions{crashAt: func(step int) bool { return step == n/2+1 }})
+		// Re-runs as the root package makes them (Resume) and without.
+		resume := n%2 == 1
+		err = Apply(merged, ws, entries, ApplyOptions{Resume: resume, crashAt: func(step int) bool { return step == n/2+1 }})
 		if !errors.Is(err, errApplyCrash) {
 			t.Fatalf("second crash at step %d: got %v", n/2+1, err)
 		}
-		if err := Apply(merged, ws, entries, ApplyOptions{}); err != nil {
+		if err := Apply(merged, ws, entries, ApplyOptions{Resume: resume}); err != nil {
 			t.Fatalf("re-run after crash at step %d: %v", n, err)
 		}
 		if d := treediff.Equal(want, applyTestManifest(t, ws)); d != "" {
 			t.Fatalf("after crash at step %d and re-run: %s", n, d)
 		}
+	}
+}
+
+// TestApplyResumeClearsTemp: a new file is linked at its own name when
+// nothing is there, but a resumed run writes it through its temporary
+// name, so it removes the one the run it resumes left: here a run that
+// found a file in the way and stopped between linking the temporary name
+// and renaming it over that file, which is gone since.
+func TestApplyResumeClearsTemp(t *testing.T) {
+	base := t.TempDir()
+	ws, upper := filepath.Join(base, "ws"), filepath.Join(base, "upper")
+	applyTestWrite(t, filepath.Join(ws, "new"), "in the way", 0o644)
+	applyTestWrite(t, filepath.Join(upper, "new"), "new", 0o644)
+	entries := []attest.Entry{{Path: "new", Change: attest.Added, New: applyTestState(t, upper, "new", nil)}}
+	var last string
+	err := Apply(upper, ws, entries, ApplyOptions{
+		Progress: func(op string, _ attest.Path) { last = op },
+		crashAt:  func(int) bool { return last == "rename" },
+	})
+	if !errors.Is(err, errApplyCrash) {
+		t.Fatalf("crash before the rename: got %v", err)
+	}
+	names, err := filepath.Glob(filepath.Join(ws, applyTempPrefix+"*"))
+	if err != nil || len(names) != 1 {
+		t.Fatalf("want one temporary file left by the crash, got %q (%v)", names, err)
+	}
+	applyTestMust(t, os.Remove(filepath.Join(ws, "new")))
+	if err := Apply(upper, ws, entries, ApplyOptions{Resume: true}); err != nil {
+		t.Fatal(err)
+	}
+	if names, _ := filepath.Glob(filepath.Join(ws, applyTempPrefix+"*")); len(names) != 0 {
+		t.Fatalf("the resumed run left %q", names)
+	}
+	if b, err := os.ReadFile(filepath.Join(ws, "new")); err != nil || string(b) != "new" {
+		t.Fatalf("new: %q, %v", b, err)
 	}
 }
 
@@ -509,5 +547,38 @@ func TestApplySparse(t *testing.T) {
 	applyTestMust(t, err)
 	if fi, _ := f.Stat(); string(buf) != "middle" || fi.Size() != 1<<40 {
 		t.Fatalf("huge: read %q at the middle, size %d", buf, fi.Size())
+	}
+}
+
+// TestApplyClosesReadAhead: the upper files the read-ahead opened for
+// writers that never came (a file refused half way stops the others) are
+// closed when Apply returns.
+func TestApplyClosesReadAhead(t *testing.T) {
+	base := t.TempDir()
+	ws, upper := filepath.Join(base, "ws"), filepath.Join(base, "upper")
+	applyTestMust(t, os.MkdirAll(ws, 0o755))
+	var entries []attest.Entry
+	for i := range 300 {
+		name := fmt.Sprintf("f%03d", i)
+		applyTestWrite(t, filepath.Join(upper, name), name, 0o644)
+		e := attest.Entry{Path: attest.Path(name), Change: attest.Added, New: applyTestState(t, upper, name, nil)}
+		if i == 20 {
+			e.New.SHA256 = make([]byte, sha256.Size) // refused
+		}
+		entries = append(entries, e)
+	}
+	openFDs := func() int {
+		names, err := os.ReadDir("/proc/self/fd")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(names)
+	}
+	before := openFDs()
+	if err := Apply(upper, ws, entries, ApplyOptions{}); !errors.Is(err, ErrNotAttested) {
+		t.Fatalf("got %v, want ErrNotAttested", err)
+	}
+	if after := openFDs(); after != before {
+		t.Fatalf("%d descriptors open after Apply, %d before", after, before)
 	}
 }

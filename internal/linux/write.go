@@ -152,6 +152,14 @@ func Seek(fd int, offset int64, whence int) (int64, error) {
 	return off, pathErr(fmt.Sprintf("lseek %d whence %d", offset, whence), procFD(fd), err)
 }
 
+// Fadvise is posix_fadvise(fd, offset, length, advice): with
+// unix.FADV_WILLNEED it starts reading the range into the page cache and
+// returns without waiting for it.
+func Fadvise(fd int, offset, length int64, advice int) error {
+	err := ignoringEINTR(func() error { return unix.Fadvise(fd, offset, length, advice) })
+	return pathErr(fmt.Sprintf("fadvise %d at %d+%d", advice, offset, length), procFD(fd), err)
+}
+
 // Pread reads up to len(buf) bytes at offset; it returns 0, nil at the end.
 func Pread(fd int, buf []byte, offset int64) (int, error) {
 	var n int
