@@ -45,6 +45,7 @@ type config struct {
 	timeout     time.Duration
 	memory      string
 	verbose     bool
+	testV       bool   // the suites run with -test.v
 	suites      string // comma-separated suites; empty for all
 	nostatx     string // where the suites run again without statx: oldest, all or none
 	logPrefix   string // before each kept log's name: the self-check's do not replace the matrix's
@@ -63,6 +64,7 @@ func run(args []string) int {
 	jobs := fs.Int("j", runtime.NumCPU(), "guests booted at once")
 	timeout := fs.Duration("timeout", 45*time.Minute, "time limit of one guest")
 	verbose := fs.Bool("v", false, "copy guest logs to stderr as they arrive")
+	testV := fs.Bool("test-v", false, "run the suites with -test.v: each test's name and time in the kept logs")
 	suites := fs.String("suites", "", "comma-separated suites (test packages, e.g. nsrun,overlay) to run; empty for all")
 	nostatx := fs.String("nostatx", "oldest", "where the suites run again with statx refused: oldest (the host and the oldest kernel booted), all, or none")
 	fromLogs := fs.Bool("from-logs", false, "run nothing: print the matrix of the logs the last run kept in kernel-tests/cache/logs")
@@ -75,7 +77,7 @@ func run(args []string) int {
 		return 1
 	}
 	cfg := config{repo: repo, cache: filepath.Join(repo, "kernel-tests", "cache"), host: *host, markdown: *markdown,
-		jobs: max(*jobs, 1), timeout: *timeout, memory: "1G", verbose: *verbose, suites: *suites, nostatx: *nostatx}
+		jobs: max(*jobs, 1), timeout: *timeout, memory: "1G", verbose: *verbose, testV: *testV, suites: *suites, nostatx: *nostatx}
 	if !slices.Contains([]string{"oldest", "all", "none"}, cfg.nostatx) {
 		fmt.Fprintf(os.Stderr, "kernel-tests: -nostatx %q: want oldest, all or none\n", cfg.nostatx)
 		return 64
@@ -150,6 +152,8 @@ func repoRoot() (string, error) {
 // guestOptions change what a guest runs (or guest.sh on the host).
 type guestOptions struct {
 	inject  string // "fail" or "panic"
+	verbose bool   // -test.v
+	noPlain bool   // only the nostatx pass (see passes)
 	suites  string // comma-separated suites (default: all)
 	nostatx string // comma-separated nostatx suites; "-" for none
 }
@@ -163,6 +167,7 @@ func (cfg config) guestOptions(opt guestOptions, k Kernel) guestOptions {
 	if opt.suites == "" {
 		opt.suites = cfg.suites
 	}
+	opt.verbose = opt.verbose || cfg.testV
 	age := func(k Kernel) int {
 		return slices.IndexFunc(Kernels, func(o Kernel) bool { return o.Series == k.Series })
 	}
@@ -179,6 +184,12 @@ func (o guestOptions) env() []string {
 	if o.inject == "fail" {
 		s = append(s, "LAYERSEAL_KT_INJECT_FAILURE=1")
 	}
+	if o.verbose {
+		s = append(s, "KT_VERBOSE=1")
+	}
+	if o.noPlain {
+		s = append(s, "KT_PLAIN=0")
+	}
 	if o.suites != "" {
 		s = append(s, "KT_SUITES="+strings.ReplaceAll(o.suites, ",", " "))
 	}
@@ -192,6 +203,12 @@ func (o guestOptions) cmdline() string {
 	var s []string
 	if o.inject != "" {
 		s = append(s, "kt.inject="+o.inject)
+	}
+	if o.verbose {
+		s = append(s, "kt.verbose=1")
+	}
+	if o.noPlain {
+		s = append(s, "kt.plain=0")
 	}
 	if o.suites != "" {
 		s = append(s, "kt.suites="+o.suites)
@@ -212,7 +229,7 @@ func matrix(cfg config, opt guestOptions) ([]*Column, error) {
 	if err := build.Run(); err != nil {
 		return nil, fmt.Errorf("kernel-tests/build.sh: %w", err)
 	}
-	var guests []func() *Column
+	var guests []guestRun
 	if len(cfg.kernels) > 0 {
 		a, err := newApt(cfg.cache)
 		if err != nil {
@@ -236,17 +253,28 @@ func matrix(cfg config, opt guestOptions) ([]*Column, error) {
 			if err := buildInitramfs(initrd, bb, filepath.Join(cfg.repo, "kernel-tests", "guest.sh"), binDir, x); err != nil {
 				return nil, fmt.Errorf("kernel %s: initramfs: %w", k.Series, err)
 			}
-			guests = append(guests, func() *Column { return bootGuest(cfg, k.Series, x, initrd, cfg.guestOptions(opt, k)) })
+			for _, p := range cfg.guestOptions(opt, k).passes() {
+				guests = append(guests, guestRun{kernel: k.Series, name: k.Series + p.suffix, x: x, initrd: initrd, opt: p.opt})
+			}
 		}
 	}
-	cols := make([]*Column, len(guests))
+	for _, k := range cfg.kernels {
+		// A kept log of a nostatx guest of an earlier run must not be
+		// read as this run's.
+		os.Remove(filepath.Join(cfg.cache, "logs", cfg.logPrefix+k.Series+"-nostatx.log"))
+	}
+	schedule(guests, cfg)
+	for _, g := range guests {
+		logf("guest %s: queued", g.name)
+	}
+	parts := make([]*Column, len(guests))
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, cfg.jobs)
 	for i, g := range guests {
 		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			cols[i] = g()
+			parts[i] = bootGuest(cfg, g.name, g.x, g.initrd, g.opt)
 		})
 	}
 	var hostCol *Column
@@ -254,8 +282,26 @@ func matrix(cfg config, opt guestOptions) ([]*Column, error) {
 		hostCol = runHost(cfg, binDir, cfg.guestOptions(opt, Kernel{}))
 	}
 	wg.Wait()
+	var cols []*Column
 	if hostCol != nil {
-		cols = append([]*Column{hostCol}, cols...)
+		cols = append(cols, hostCol)
+	}
+	for _, k := range cfg.kernels {
+		var col *Column
+		for i, g := range guests {
+			if g.kernel != k.Series {
+				continue
+			}
+			if col == nil {
+				col = parts[i]
+				col.Name = k.Series
+			} else {
+				col.merge(parts[i])
+			}
+		}
+		if col != nil {
+			cols = append(cols, col)
+		}
 	}
 	return cols, nil
 }
@@ -353,8 +399,14 @@ func readLogs(cfg config) ([]*Column, error) {
 		if err != nil {
 			return nil, err
 		}
-		cols = append(cols, parseLog(n, f))
+		c := parseLog(n, f)
 		f.Close()
+		// The nostatx pass of a kernel booted in a guest of its own.
+		if f, err := os.Open(filepath.Join(cfg.cache, "logs", n+"-nostatx.log")); err == nil {
+			c.merge(parseLog(n+"-nostatx", f))
+			f.Close()
+		}
+		cols = append(cols, c)
 	}
 	return cols, nil
 }
