@@ -105,7 +105,7 @@ func run(args []string) int {
 	if *fromLogs {
 		cols, err = readLogs(cfg)
 	} else {
-		cols, err = matrix(cfg, guestOptions{})
+		cols, err = matrix(cfg, variant{})
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "kernel-tests:", err)
@@ -220,7 +220,17 @@ func (o guestOptions) cmdline() string {
 }
 
 // matrix builds everything and runs every column, guests in parallel.
-func matrix(cfg config, opt guestOptions) ([]*Column, error) {
+// variant is a set of guest options booted on every kernel; its label
+// (empty for the matrix itself) sets its guests and columns apart.
+type variant struct {
+	label string
+	opt   guestOptions
+}
+
+// matrix builds everything once and runs every column of every variant,
+// guests in parallel, the host (with the first variant's options) too.
+// The columns come by variant, then kernel.
+func matrix(cfg config, variants ...variant) ([]*Column, error) {
 	binDir := filepath.Join(cfg.cache, "bin")
 	os.RemoveAll(binDir)
 	logf("building the test binaries")
@@ -253,8 +263,11 @@ func matrix(cfg config, opt guestOptions) ([]*Column, error) {
 			if err := buildInitramfs(initrd, bb, filepath.Join(cfg.repo, "kernel-tests", "guest.sh"), binDir, x); err != nil {
 				return nil, fmt.Errorf("kernel %s: initramfs: %w", k.Series, err)
 			}
-			for _, p := range cfg.guestOptions(opt, k).passes() {
-				guests = append(guests, guestRun{kernel: k.Series, name: k.Series + p.suffix, x: x, initrd: initrd, opt: p.opt})
+			for _, v := range variants {
+				col := k.Series + labelSuffix(v.label)
+				for _, p := range cfg.guestOptions(v.opt, k).passes() {
+					guests = append(guests, guestRun{kernel: col, name: col + p.suffix, x: x, initrd: initrd, opt: p.opt})
+				}
 			}
 		}
 	}
@@ -279,31 +292,41 @@ func matrix(cfg config, opt guestOptions) ([]*Column, error) {
 	}
 	var hostCol *Column
 	if cfg.host {
-		hostCol = runHost(cfg, binDir, cfg.guestOptions(opt, Kernel{}))
+		hostCol = runHost(cfg, binDir, cfg.guestOptions(variants[0].opt, Kernel{}))
 	}
 	wg.Wait()
 	var cols []*Column
 	if hostCol != nil {
 		cols = append(cols, hostCol)
 	}
-	for _, k := range cfg.kernels {
-		var col *Column
-		for i, g := range guests {
-			if g.kernel != k.Series {
-				continue
+	for _, v := range variants {
+		for _, k := range cfg.kernels {
+			name := k.Series + labelSuffix(v.label)
+			var col *Column
+			for i, g := range guests {
+				if g.kernel != name {
+					continue
+				}
+				if col == nil {
+					col = parts[i]
+					col.Name = name
+				} else {
+					col.merge(parts[i])
+				}
 			}
-			if col == nil {
-				col = parts[i]
-				col.Name = k.Series
-			} else {
-				col.merge(parts[i])
+			if col != nil {
+				cols = append(cols, col)
 			}
-		}
-		if col != nil {
-			cols = append(cols, col)
 		}
 	}
 	return cols, nil
+}
+
+func labelSuffix(label string) string {
+	if label == "" {
+		return ""
+	}
+	return "-" + label
 }
 
 func logf(format string, a ...any) {
@@ -333,7 +356,7 @@ func runHost(cfg config, binDir string, opt guestOptions) *Column {
 // disk and parses what its serial console printed. qemu's own exit status
 // says nothing about the guest, so only the log decides.
 func bootGuest(cfg config, name string, x Extracted, initrd string, opt guestOptions) *Column {
-	logf("kernel %s (%s): booting", name, x.Release)
+	logf("guest %s (%s): booting", name, x.Release)
 	start := time.Now()
 	fail := func(err error) *Column {
 		c := parseLog(name, strings.NewReader(""))
@@ -380,7 +403,7 @@ func bootGuest(cfg config, name string, x Extracted, initrd string, opt guestOpt
 	if col.Failed() && len(col.Tail) == 0 {
 		col.Tail = lastLines(log.String(), tailLines)
 	}
-	logf("kernel %s: done in %s", name, time.Since(start).Round(time.Second))
+	logf("guest %s: done in %s", name, time.Since(start).Round(time.Second))
 	return col
 }
 
@@ -461,58 +484,72 @@ func makeScratch(path string) error {
 	return nil
 }
 
-// selfCheckRun boots the first kernel asked for (or 6.1) twice: once with
-// a failing test injected, once with a kernel panic injected. Each must
-// come out as a failed column, for the reason injected.
+// selfCheckRun boots the first kernel asked for (or 6.1) twice, side by
+// side: once with a failing test injected, once with a kernel panic
+// injected. Each must come out as a failed column, for the reason injected.
 func selfCheckRun(cfg config) int {
 	k := Kernels[1]
 	if len(cfg.kernels) > 0 {
 		k = cfg.kernels[0]
 	}
 	cfg.kernels, cfg.host, cfg.logPrefix = []Kernel{k}, false, "self-check-"
+	checks := []struct {
+		what string
+		v    variant
+		want func(*Column) string
+	}{
+		{"injected test failure", variant{"fail", guestOptions{inject: "fail", suites: "kernel-tests", nostatx: "-"}}, func(c *Column) string {
+			cell, ran := c.Cells["plain kernel-tests"]
+			switch {
+			case !c.Ended:
+				return "the guest did not finish"
+			case !ran:
+				return "the kernel-tests suite did not run"
+			case cell.Pass:
+				return "the suite with the injected failure passed"
+			case !c.Failed():
+				return "the column is not failed"
+			case !slices.ContainsFunc(c.Tail, func(l string) bool { return strings.Contains(l, "failure injected") }):
+				return "the suite failed, but not with the injected failure"
+			}
+			return ""
+		}},
+		{"injected kernel panic", variant{"panic", guestOptions{inject: "panic"}}, func(c *Column) string {
+			if !c.Failed() || c.Ended {
+				return "a guest whose kernel panicked is not reported as failed"
+			}
+			if !slices.ContainsFunc(c.Problems, func(p string) bool { return strings.HasPrefix(p, "kernel panic") }) {
+				return "the panic is not named among the problems"
+			}
+			return ""
+		}},
+	}
+	// One build, both guests side by side.
+	var vs []variant
+	for _, c := range checks {
+		vs = append(vs, c.v)
+	}
+	cols, err := matrix(cfg, vs...)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "kernel-tests:", err)
+		return 1
+	}
+	if len(cols) != len(checks) {
+		fmt.Fprintf(os.Stderr, "kernel-tests: self-check: %d columns for %d checks\n", len(cols), len(checks))
+		return 1
+	}
 	ok := true
-	check := func(what string, opt guestOptions, want func(*Column) string) {
-		cols, err := matrix(cfg, opt)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "kernel-tests:", err)
-			ok = false
-			return
-		}
-		c := cols[0]
-		if problem := want(c); problem != "" {
-			fmt.Printf("self-check %s: FAILED: %s\n", what, problem)
+	for i, ch := range checks {
+		c := cols[i]
+		if problem := ch.want(c); problem != "" {
+			fmt.Printf("self-check %s: FAILED: %s\n", ch.what, problem)
 			writeFailure(os.Stdout, c)
 			ok = false
-			return
+			continue
 		}
-		fmt.Printf("self-check %s: ok, the harness reported the failure:\n", what)
+		fmt.Printf("self-check %s: ok, the harness reported the failure:\n", ch.what)
 		writeFailure(os.Stdout, c)
 	}
-	check("injected test failure", guestOptions{inject: "fail", suites: "kernel-tests", nostatx: "-"}, func(c *Column) string {
-		cell, ran := c.Cells["plain kernel-tests"]
-		switch {
-		case !c.Ended:
-			return "the guest did not finish"
-		case !ran:
-			return "the kernel-tests suite did not run"
-		case cell.Pass:
-			return "the suite with the injected failure passed"
-		case !c.Failed():
-			return "the column is not failed"
-		case !slices.ContainsFunc(c.Tail, func(l string) bool { return strings.Contains(l, "failure injected") }):
-			return "the suite failed, but not with the injected failure"
-		}
-		return ""
-	})
-	check("injected kernel panic", guestOptions{inject: "panic"}, func(c *Column) string {
-		if !c.Failed() || c.Ended {
-			return "a guest whose kernel panicked is not reported as failed"
-		}
-		if !slices.ContainsFunc(c.Problems, func(p string) bool { return strings.HasPrefix(p, "kernel panic") }) {
-			return "the panic is not named among the problems"
-		}
-		return ""
-	})
 	if !ok {
 		return 1
 	}
