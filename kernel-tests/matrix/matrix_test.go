@@ -244,6 +244,9 @@ func TestMerge(t *testing.T) {
 		if !c.Failed() || len(c.Tail) == 0 {
 			t.Errorf("%s: merged column not failed (problems %q) or no log tail", name, c.Problems)
 		}
+		if wantEnded := name != "nostatx guest died"; c.Ended != wantEnded {
+			t.Errorf("%s: end marker seen %v, want %v", name, c.Ended, wantEnded)
+		}
 	}
 	c = parseLog("6.1", strings.NewReader(strings.Replace(goodLog, "@@kt end\r\n", "", 1)))
 	c.merge(parseLog("6.1-nostatx", strings.NewReader(nostatxLog)))
