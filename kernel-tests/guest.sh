@@ -17,6 +17,9 @@
 #	KT_NOSTATX_SUITES  suites to run under nostatx (default: the suites
 #	                   above; see left_out for the tests not run there)
 #	KT_SHORT           1 (default): pass -test.short
+#	KT_VERBOSE         1: pass -test.v (every test's name and time)
+#	KT_PLAIN           0: run only the nostatx pass (its own guest, so that
+#	                   the two passes of one kernel can run side by side)
 #	LAYERSEAL_KT_INJECT_FAILURE=1  makes the kernel-tests suite fail
 # Exits 0 when every suite passed, 1 otherwise. Works with busybox sh.
 set -u
@@ -33,6 +36,7 @@ suites=${KT_SUITES:-$all}
 nostatx_suites=${KT_NOSTATX_SUITES-$suites}
 short=""
 [ "${KT_SHORT:-1}" = 1 ] && short="-test.short"
+[ "${KT_VERBOSE:-0}" = 1 ] && short="$short -test.v"
 export LAYERSEAL_PRIVILEGED=1 LAYERSEAL_KT_CLI="$bin/layerseal"
 failed=0
 
@@ -89,8 +93,10 @@ probe() {
 }
 
 say kernel "$(uname -r)"
-probe plain
-for s in $suites; do suite plain "$s"; done
+if [ "${KT_PLAIN:-1}" != 0 ]; then
+	probe plain
+	for s in $suites; do suite plain "$s"; done
+fi
 if [ -n "$nostatx_suites" ]; then
 	probe nostatx
 	for s in $nostatx_suites; do suite nostatx "$s"; done

@@ -350,9 +350,12 @@ mkdir "$(printf 'dir\nwith\001ctl')"; echo n > "$(printf 'dir\nwith\001ctl')/$(p
 					t.Errorf("huge after apply: %v, size %d, %d blocks", err, st.Size, st.Blocks)
 				}
 			}},
+		// 200 links to a new file and 50 to a lower one; 40 and 10 in -short
+		// runs (the kernel matrix: each ln is a process, dear in an
+		// emulated guest), still a link group far larger than any other.
 		{name: "hard-link-farm", users: []string{"root", "nobody"}, tree: hostileTree, view: true,
-			script: `mkdir farm; echo seed > farm/0; i=1; while [ $i -le 200 ]; do ln farm/0 farm/$i; i=$((i+1)); done
-i=0; while [ $i -lt 50 ]; do ln linked lower-link-$i; i=$((i+1)); done; rm farm/7; echo changed >> farm/9`,
+			script: fmt.Sprintf(`mkdir farm; echo seed > farm/0; i=1; while [ $i -le %d ]; do ln farm/0 farm/$i; i=$((i+1)); done
+i=0; while [ $i -lt %d ]; do ln linked lower-link-$i; i=$((i+1)); done; rm farm/7; echo changed >> farm/9`, shortOr(200, 40), shortOr(50, 10)),
 			check: func(t *testing.T, r *hostileRun) {
 				if e := r.entry(t, "lower-link-3"); e.New.Link != "linked" {
 					t.Errorf("lower-link-3 links to %q, want \"linked\"", e.New.Link)
@@ -469,14 +472,12 @@ func TestHostileAgents(t *testing.T) {
 }
 
 // TestHostileManyFiles: an agent makes 200,000 files (workspace and state
-// dir on tmpfs, to keep the run short); 20,000 in -short runs (the kernel
-// matrix, whose guests are emulated), which CI's host run does not use.
+// dir on tmpfs, to keep the run short); 3,000 in -short runs (the kernel
+// matrix, whose guests are emulated), which CI's host run does not use:
+// still one directory that takes several 32 KiB getdents buffers to list.
 func TestHostileManyFiles(t *testing.T) {
 	privtest.Require(t)
-	n := 200_000
-	if testing.Short() {
-		n = 5_000
-	}
+	n := shortOr(200_000, 3_000)
 	h := hostile{name: "many-files", wsMiB: 2048, stateMiB: 2048,
 		script: fmt.Sprintf(`mkdir many; cd many; seq 1 %d | xargs touch`, n),
 		check: func(t *testing.T, r *hostileRun) {
@@ -487,4 +488,12 @@ func TestHostileManyFiles(t *testing.T) {
 	start := time.Now()
 	h.run(t, "root")
 	t.Logf("%d files: %v", n, time.Since(start).Round(time.Millisecond))
+}
+
+// shortOr is long, or short in -short runs.
+func shortOr(long, short int) int {
+	if testing.Short() {
+		return short
+	}
+	return long
 }

@@ -96,6 +96,8 @@ for arg in $(cat /proc/cmdline); do
 	case "$arg" in
 	kt.inject=panic) echo "@@kt injecting a kernel panic"; echo c >/proc/sysrq-trigger ;;
 	kt.inject=fail) export LAYERSEAL_KT_INJECT_FAILURE=1 ;;
+	kt.verbose=1) export KT_VERBOSE=1 ;;
+	kt.plain=0) export KT_PLAIN=0 ;;
 	kt.suites=*) v=${arg#kt.suites=}; export KT_SUITES="$(echo "$v" | tr , ' ')" ;;
 	kt.nostatx=*) v=${arg#kt.nostatx=}; export KT_NOSTATX_SUITES="$(echo "$v" | tr , ' ')" ;;
 	esac

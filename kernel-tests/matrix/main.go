@@ -45,6 +45,7 @@ type config struct {
 	timeout     time.Duration
 	memory      string
 	verbose     bool
+	testV       bool   // the suites run with -test.v
 	suites      string // comma-separated suites; empty for all
 	nostatx     string // where the suites run again without statx: oldest, all or none
 	logPrefix   string // before each kept log's name: the self-check's do not replace the matrix's
@@ -63,6 +64,7 @@ func run(args []string) int {
 	jobs := fs.Int("j", runtime.NumCPU(), "guests booted at once")
 	timeout := fs.Duration("timeout", 45*time.Minute, "time limit of one guest")
 	verbose := fs.Bool("v", false, "copy guest logs to stderr as they arrive")
+	testV := fs.Bool("test-v", false, "run the suites with -test.v: each test's name and time in the kept logs")
 	suites := fs.String("suites", "", "comma-separated suites (test packages, e.g. nsrun,overlay) to run; empty for all")
 	nostatx := fs.String("nostatx", "oldest", "where the suites run again with statx refused: oldest (the host and the oldest kernel booted), all, or none")
 	fromLogs := fs.Bool("from-logs", false, "run nothing: print the matrix of the logs the last run kept in kernel-tests/cache/logs")
@@ -75,7 +77,7 @@ func run(args []string) int {
 		return 1
 	}
 	cfg := config{repo: repo, cache: filepath.Join(repo, "kernel-tests", "cache"), host: *host, markdown: *markdown,
-		jobs: max(*jobs, 1), timeout: *timeout, memory: "1G", verbose: *verbose, suites: *suites, nostatx: *nostatx}
+		jobs: max(*jobs, 1), timeout: *timeout, memory: "1G", verbose: *verbose, testV: *testV, suites: *suites, nostatx: *nostatx}
 	if !slices.Contains([]string{"oldest", "all", "none"}, cfg.nostatx) {
 		fmt.Fprintf(os.Stderr, "kernel-tests: -nostatx %q: want oldest, all or none\n", cfg.nostatx)
 		return 64
@@ -103,7 +105,7 @@ func run(args []string) int {
 	if *fromLogs {
 		cols, err = readLogs(cfg)
 	} else {
-		cols, err = matrix(cfg, guestOptions{})
+		cols, err = matrix(cfg, variant{})
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "kernel-tests:", err)
@@ -150,6 +152,8 @@ func repoRoot() (string, error) {
 // guestOptions change what a guest runs (or guest.sh on the host).
 type guestOptions struct {
 	inject  string // "fail" or "panic"
+	verbose bool   // -test.v
+	noPlain bool   // only the nostatx pass (see passes)
 	suites  string // comma-separated suites (default: all)
 	nostatx string // comma-separated nostatx suites; "-" for none
 }
@@ -163,6 +167,7 @@ func (cfg config) guestOptions(opt guestOptions, k Kernel) guestOptions {
 	if opt.suites == "" {
 		opt.suites = cfg.suites
 	}
+	opt.verbose = opt.verbose || cfg.testV
 	age := func(k Kernel) int {
 		return slices.IndexFunc(Kernels, func(o Kernel) bool { return o.Series == k.Series })
 	}
@@ -179,6 +184,12 @@ func (o guestOptions) env() []string {
 	if o.inject == "fail" {
 		s = append(s, "LAYERSEAL_KT_INJECT_FAILURE=1")
 	}
+	if o.verbose {
+		s = append(s, "KT_VERBOSE=1")
+	}
+	if o.noPlain {
+		s = append(s, "KT_PLAIN=0")
+	}
 	if o.suites != "" {
 		s = append(s, "KT_SUITES="+strings.ReplaceAll(o.suites, ",", " "))
 	}
@@ -193,6 +204,12 @@ func (o guestOptions) cmdline() string {
 	if o.inject != "" {
 		s = append(s, "kt.inject="+o.inject)
 	}
+	if o.verbose {
+		s = append(s, "kt.verbose=1")
+	}
+	if o.noPlain {
+		s = append(s, "kt.plain=0")
+	}
 	if o.suites != "" {
 		s = append(s, "kt.suites="+o.suites)
 	}
@@ -203,7 +220,17 @@ func (o guestOptions) cmdline() string {
 }
 
 // matrix builds everything and runs every column, guests in parallel.
-func matrix(cfg config, opt guestOptions) ([]*Column, error) {
+// variant is a set of guest options booted on every kernel; its label
+// (empty for the matrix itself) sets its guests and columns apart.
+type variant struct {
+	label string
+	opt   guestOptions
+}
+
+// matrix builds everything once and runs every column of every variant,
+// guests in parallel, the host (with the first variant's options) too.
+// The columns come by variant, then kernel.
+func matrix(cfg config, variants ...variant) ([]*Column, error) {
 	binDir := filepath.Join(cfg.cache, "bin")
 	os.RemoveAll(binDir)
 	logf("building the test binaries")
@@ -212,7 +239,7 @@ func matrix(cfg config, opt guestOptions) ([]*Column, error) {
 	if err := build.Run(); err != nil {
 		return nil, fmt.Errorf("kernel-tests/build.sh: %w", err)
 	}
-	var guests []func() *Column
+	var guests []guestRun
 	if len(cfg.kernels) > 0 {
 		a, err := newApt(cfg.cache)
 		if err != nil {
@@ -236,28 +263,70 @@ func matrix(cfg config, opt guestOptions) ([]*Column, error) {
 			if err := buildInitramfs(initrd, bb, filepath.Join(cfg.repo, "kernel-tests", "guest.sh"), binDir, x); err != nil {
 				return nil, fmt.Errorf("kernel %s: initramfs: %w", k.Series, err)
 			}
-			guests = append(guests, func() *Column { return bootGuest(cfg, k.Series, x, initrd, cfg.guestOptions(opt, k)) })
+			for _, v := range variants {
+				col := k.Series + labelSuffix(v.label)
+				for _, p := range cfg.guestOptions(v.opt, k).passes() {
+					guests = append(guests, guestRun{kernel: col, name: col + p.suffix, x: x, initrd: initrd, opt: p.opt})
+				}
+			}
 		}
 	}
-	cols := make([]*Column, len(guests))
+	for _, k := range cfg.kernels {
+		// A kept log of a nostatx guest of an earlier run must not be
+		// read as this run's.
+		os.Remove(filepath.Join(cfg.cache, "logs", cfg.logPrefix+k.Series+"-nostatx.log"))
+	}
+	schedule(guests, cfg)
+	for _, g := range guests {
+		logf("guest %s: queued", g.name)
+	}
+	parts := make([]*Column, len(guests))
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, cfg.jobs)
 	for i, g := range guests {
 		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			cols[i] = g()
+			parts[i] = bootGuest(cfg, g.name, g.x, g.initrd, g.opt)
 		})
 	}
 	var hostCol *Column
 	if cfg.host {
-		hostCol = runHost(cfg, binDir, cfg.guestOptions(opt, Kernel{}))
+		hostCol = runHost(cfg, binDir, cfg.guestOptions(variants[0].opt, Kernel{}))
 	}
 	wg.Wait()
+	var cols []*Column
 	if hostCol != nil {
-		cols = append([]*Column{hostCol}, cols...)
+		cols = append(cols, hostCol)
+	}
+	for _, v := range variants {
+		for _, k := range cfg.kernels {
+			name := k.Series + labelSuffix(v.label)
+			var col *Column
+			for i, g := range guests {
+				if g.kernel != name {
+					continue
+				}
+				if col == nil {
+					col = parts[i]
+					col.Name = name
+				} else {
+					col.merge(parts[i])
+				}
+			}
+			if col != nil {
+				cols = append(cols, col)
+			}
+		}
 	}
 	return cols, nil
+}
+
+func labelSuffix(label string) string {
+	if label == "" {
+		return ""
+	}
+	return "-" + label
 }
 
 func logf(format string, a ...any) {
@@ -287,7 +356,7 @@ func runHost(cfg config, binDir string, opt guestOptions) *Column {
 // disk and parses what its serial console printed. qemu's own exit status
 // says nothing about the guest, so only the log decides.
 func bootGuest(cfg config, name string, x Extracted, initrd string, opt guestOptions) *Column {
-	logf("kernel %s (%s): booting", name, x.Release)
+	logf("guest %s (%s): booting", name, x.Release)
 	start := time.Now()
 	fail := func(err error) *Column {
 		c := parseLog(name, strings.NewReader(""))
@@ -334,7 +403,7 @@ func bootGuest(cfg config, name string, x Extracted, initrd string, opt guestOpt
 	if col.Failed() && len(col.Tail) == 0 {
 		col.Tail = lastLines(log.String(), tailLines)
 	}
-	logf("kernel %s: done in %s", name, time.Since(start).Round(time.Second))
+	logf("guest %s: done in %s", name, time.Since(start).Round(time.Second))
 	return col
 }
 
@@ -353,8 +422,14 @@ func readLogs(cfg config) ([]*Column, error) {
 		if err != nil {
 			return nil, err
 		}
-		cols = append(cols, parseLog(n, f))
+		c := parseLog(n, f)
 		f.Close()
+		// The nostatx pass of a kernel booted in a guest of its own.
+		if f, err := os.Open(filepath.Join(cfg.cache, "logs", n+"-nostatx.log")); err == nil {
+			c.merge(parseLog(n+"-nostatx", f))
+			f.Close()
+		}
+		cols = append(cols, c)
 	}
 	return cols, nil
 }
@@ -409,58 +484,72 @@ func makeScratch(path string) error {
 	return nil
 }
 
-// selfCheckRun boots the first kernel asked for (or 6.1) twice: once with
-// a failing test injected, once with a kernel panic injected. Each must
-// come out as a failed column, for the reason injected.
+// selfCheckRun boots the first kernel asked for (or 6.1) twice, side by
+// side: once with a failing test injected, once with a kernel panic
+// injected. Each must come out as a failed column, for the reason injected.
 func selfCheckRun(cfg config) int {
 	k := Kernels[1]
 	if len(cfg.kernels) > 0 {
 		k = cfg.kernels[0]
 	}
 	cfg.kernels, cfg.host, cfg.logPrefix = []Kernel{k}, false, "self-check-"
+	checks := []struct {
+		what string
+		v    variant
+		want func(*Column) string
+	}{
+		{"injected test failure", variant{"fail", guestOptions{inject: "fail", suites: "kernel-tests", nostatx: "-"}}, func(c *Column) string {
+			cell, ran := c.Cells["plain kernel-tests"]
+			switch {
+			case !c.Ended:
+				return "the guest did not finish"
+			case !ran:
+				return "the kernel-tests suite did not run"
+			case cell.Pass:
+				return "the suite with the injected failure passed"
+			case !c.Failed():
+				return "the column is not failed"
+			case !slices.ContainsFunc(c.Tail, func(l string) bool { return strings.Contains(l, "failure injected") }):
+				return "the suite failed, but not with the injected failure"
+			}
+			return ""
+		}},
+		{"injected kernel panic", variant{"panic", guestOptions{inject: "panic"}}, func(c *Column) string {
+			if !c.Failed() || c.Ended {
+				return "a guest whose kernel panicked is not reported as failed"
+			}
+			if !slices.ContainsFunc(c.Problems, func(p string) bool { return strings.HasPrefix(p, "kernel panic") }) {
+				return "the panic is not named among the problems"
+			}
+			return ""
+		}},
+	}
+	// One build, both guests side by side.
+	var vs []variant
+	for _, c := range checks {
+		vs = append(vs, c.v)
+	}
+	cols, err := matrix(cfg, vs...)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "kernel-tests:", err)
+		return 1
+	}
+	if len(cols) != len(checks) {
+		fmt.Fprintf(os.Stderr, "kernel-tests: self-check: %d columns for %d checks\n", len(cols), len(checks))
+		return 1
+	}
 	ok := true
-	check := func(what string, opt guestOptions, want func(*Column) string) {
-		cols, err := matrix(cfg, opt)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "kernel-tests:", err)
-			ok = false
-			return
-		}
-		c := cols[0]
-		if problem := want(c); problem != "" {
-			fmt.Printf("self-check %s: FAILED: %s\n", what, problem)
+	for i, ch := range checks {
+		c := cols[i]
+		if problem := ch.want(c); problem != "" {
+			fmt.Printf("self-check %s: FAILED: %s\n", ch.what, problem)
 			writeFailure(os.Stdout, c)
 			ok = false
-			return
+			continue
 		}
-		fmt.Printf("self-check %s: ok, the harness reported the failure:\n", what)
+		fmt.Printf("self-check %s: ok, the harness reported the failure:\n", ch.what)
 		writeFailure(os.Stdout, c)
 	}
-	check("injected test failure", guestOptions{inject: "fail", suites: "kernel-tests", nostatx: "-"}, func(c *Column) string {
-		cell, ran := c.Cells["plain kernel-tests"]
-		switch {
-		case !c.Ended:
-			return "the guest did not finish"
-		case !ran:
-			return "the kernel-tests suite did not run"
-		case cell.Pass:
-			return "the suite with the injected failure passed"
-		case !c.Failed():
-			return "the column is not failed"
-		case !slices.ContainsFunc(c.Tail, func(l string) bool { return strings.Contains(l, "failure injected") }):
-			return "the suite failed, but not with the injected failure"
-		}
-		return ""
-	})
-	check("injected kernel panic", guestOptions{inject: "panic"}, func(c *Column) string {
-		if !c.Failed() || c.Ended {
-			return "a guest whose kernel panicked is not reported as failed"
-		}
-		if !slices.ContainsFunc(c.Problems, func(p string) bool { return strings.HasPrefix(p, "kernel panic") }) {
-			return "the panic is not named among the problems"
-		}
-		return ""
-	})
 	if !ok {
 		return 1
 	}

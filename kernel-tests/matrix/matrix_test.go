@@ -189,3 +189,106 @@ func TestNostatxWhere(t *testing.T) {
 		t.Errorf("self-check options overridden: %+v", got)
 	}
 }
+
+// A kernel's nostatx pass boots in a guest of its own; the self-check's
+// injected failures and a kernel without the pass stay in one guest.
+func TestPasses(t *testing.T) {
+	split := guestOptions{suites: "nsrun"}.passes()
+	if len(split) != 2 || split[0].opt.nostatx != "-" || split[0].opt.noPlain || !split[1].opt.noPlain || split[1].suffix != "-nostatx" {
+		t.Fatalf("passes %+v, want a plain guest and a nostatx guest", split)
+	}
+	if got := split[1].opt.cmdline(); !strings.Contains(got, "kt.plain=0") || !strings.Contains(got, "kt.suites=nsrun") {
+		t.Errorf("nostatx guest's command line %q", got)
+	}
+	if got := split[1].opt.env(); !slices.Contains(got, "KT_PLAIN=0") {
+		t.Errorf("nostatx pass's environment %q", got)
+	}
+	for _, o := range []guestOptions{{nostatx: "-"}, {inject: "panic"}, {inject: "fail", suites: "kernel-tests"}} {
+		if p := o.passes(); len(p) != 1 || p[0].opt != o || p[0].suffix != "" {
+			t.Errorf("%+v split into %+v", o, p)
+		}
+	}
+}
+
+const nostatxLog = "@@kt kernel 6.1.0-57-amd64\n" +
+	"@@kt probe nostatx begin\n" +
+	`{"kernel_release":"6.1.0-57-amd64","statx_mnt_id":{"status":"no","detail":"ENOSYS"}}` + "\n" +
+	"@@kt probe nostatx end\n" +
+	"@@kt suite nostatx overlay begin\n" +
+	"@@kt suite nostatx overlay pass 0 20\n" +
+	"@@kt report nostatx incomplete no-mount-id\n" +
+	"@@kt end\n"
+
+// The two guests of one kernel make one column, failed if either failed.
+func TestMerge(t *testing.T) {
+	c := parseLog("6.1", strings.NewReader(goodLog))
+	c.merge(parseLog("6.1-nostatx", strings.NewReader(nostatxLog)))
+	if c.Failed() || c.Name != "6.1" {
+		t.Fatalf("merged column %q failed: %q", c.Name, c.Problems)
+	}
+	if c.Cells["plain overlay"].Seconds != 12 || c.Cells["nostatx overlay"].Seconds != 20 {
+		t.Errorf("cells %+v", c.Cells)
+	}
+	if c.Reports["plain"]["overlay-missing"] != "uuid=null" || c.Reports["nostatx"]["incomplete"] != "no-mount-id" {
+		t.Errorf("reports %q", c.Reports)
+	}
+	if c.Features["plain"].StatxMountID.OK() != true || c.Features["nostatx"].StatxMountID.OK() {
+		t.Errorf("features %+v", c.Features)
+	}
+	for name, log := range map[string]string{
+		"nostatx guest died":   strings.Replace(nostatxLog, "@@kt end\n", "", 1),
+		"nostatx suite failed": strings.Replace(nostatxLog, "overlay pass 0 20", "overlay fail 1 20", 1),
+	} {
+		c := parseLog("6.1", strings.NewReader(goodLog))
+		c.merge(parseLog("6.1-nostatx", strings.NewReader(log)))
+		if !c.Failed() || len(c.Tail) == 0 {
+			t.Errorf("%s: merged column not failed (problems %q) or no log tail", name, c.Problems)
+		}
+		if wantEnded := name != "nostatx guest died"; c.Ended != wantEnded {
+			t.Errorf("%s: end marker seen %v, want %v", name, c.Ended, wantEnded)
+		}
+	}
+	c = parseLog("6.1", strings.NewReader(strings.Replace(goodLog, "@@kt end\r\n", "", 1)))
+	c.merge(parseLog("6.1-nostatx", strings.NewReader(nostatxLog)))
+	if !c.Failed() || c.Ended {
+		t.Errorf("a plain guest that died is hidden by the nostatx guest: ended %v, problems %q", c.Ended, c.Problems)
+	}
+}
+
+// Guests start longest first: by the last run's kept logs, else the plain
+// passes before the nostatx ones.
+func TestSchedule(t *testing.T) {
+	cfg := config{cache: t.TempDir()}
+	guests := func() []guestRun {
+		return []guestRun{
+			{name: "5.10"}, {name: "5.10-nostatx", opt: guestOptions{noPlain: true}}, {name: "6.1"}, {name: "6.12"},
+		}
+	}
+	names := func(g []guestRun) []string {
+		var s []string
+		for _, x := range g {
+			s = append(s, x.name)
+		}
+		return s
+	}
+	g := guests()
+	schedule(g, cfg)
+	if want := []string{"5.10", "6.1", "6.12", "5.10-nostatx"}; !slices.Equal(names(g), want) {
+		t.Errorf("without logs: %q, want %q", names(g), want)
+	}
+	logs := filepath.Join(cfg.cache, "logs")
+	if err := os.MkdirAll(logs, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, secs := range map[string]string{"5.10": "700", "5.10-nostatx": "550", "6.1": "800", "6.12": "560"} {
+		log := strings.Replace(goodLog, "overlay pass 0 12", "overlay pass 0 "+secs, 1)
+		if err := os.WriteFile(filepath.Join(logs, name+".log"), []byte(log), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g = guests()
+	schedule(g, cfg)
+	if want := []string{"6.1", "5.10", "6.12", "5.10-nostatx"}; !slices.Equal(names(g), want) {
+		t.Errorf("with logs: %q, want %q", names(g), want)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"regexp"
 	"strconv"
 	"strings"
@@ -42,6 +43,29 @@ func (c *Column) Failed() bool {
 		}
 	}
 	return false
+}
+
+// merge adds to c what another guest of the same kernel reported (one that
+// ran other passes): c is whole only if both guests reached their end.
+func (c *Column) merge(o *Column) {
+	if c.Release == "" {
+		c.Release = o.Release
+	}
+	maps.Copy(c.Cells, o.Cells)
+	for mode, r := range o.Reports {
+		if c.Reports[mode] == nil {
+			c.Reports[mode] = map[string]string{}
+		}
+		maps.Copy(c.Reports[mode], r)
+	}
+	maps.Copy(c.Features, o.Features)
+	c.Ended = c.Ended && o.Ended
+	for _, p := range o.Problems {
+		c.Problems = append(c.Problems, o.Name+": "+p)
+	}
+	if len(o.Tail) > 0 {
+		c.Tail = append(append(c.Tail, "-- "+o.Name+" --"), o.Tail...)
+	}
 }
 
 // kernelMessage matches a kernel log line on a console.
