@@ -2,6 +2,7 @@ package attest
 
 import (
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -66,6 +67,12 @@ func SignStatement(s *Signer, st *Statement) ([]byte, error) {
 		payloadHint(len(st.Entries)+len(st.Applied), len(st.Incomplete)+len(st.Excluded)+len(st.Violations)))
 	if err != nil {
 		return nil, fmt.Errorf("sign statement: %w", err)
+	}
+	// The envelope holds the payload in base64: one that cannot fit is
+	// refused before it is parsed back and sealed, which would cost
+	// several times its size in memory.
+	if n := base64.StdEncoding.EncodedLen(len(roomy) - payloadRoom); n > MaxStatementSize {
+		return nil, fmt.Errorf("sign statement: %w: over %d bytes, at most %d are read", ErrTooLarge, n, MaxStatementSize)
 	}
 	if _, err := parseStatementPayload(roomy[payloadRoom:]); err != nil {
 		return nil, fmt.Errorf("sign statement: %w", err)
