@@ -40,9 +40,21 @@ func canonicalJSON(v any) ([]byte, error) {
 // appendWriter appends what is written to b. (The encoder treats a
 // bytes.Buffer specially and grows it to keep a quarter of it free,
 // which copies a large output several times.)
-type appendWriter struct{ b []byte }
+type appendWriter struct {
+	b     []byte
+	limit int // when not 0, the most bytes b may hold: past it, ErrTooLarge
+}
 
 func (w *appendWriter) Write(p []byte) (int, error) {
+	if w.limit > 0 && len(w.b)+len(p) > w.limit {
+		return 0, ErrTooLarge
+	}
+	if w.limit > 0 && len(w.b)+len(p) > cap(w.b) {
+		// Grow as append would, but never past the limit.
+		b := make([]byte, len(w.b), min(max(2*cap(w.b), len(w.b)+len(p)), w.limit))
+		w.b = append(b[:copy(b, w.b)], p...)
+		return len(p), nil
+	}
 	w.b = append(w.b, p...)
 	return len(p), nil
 }

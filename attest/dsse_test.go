@@ -203,3 +203,26 @@ func TestEnvelopeForm(t *testing.T) {
 }
 
 func b64(b []byte) string { return base64.StdEncoding.EncodeToString(b) }
+
+// TestPayloadLimit: an in-toto payload longer than its limit stops with
+// ErrTooLarge, and the buffer it was encoded into never grew past the
+// limit; one within the limit is encoded whole.
+func TestPayloadLimit(t *testing.T) {
+	pred := map[string]string{"text": strings.Repeat("x", 100_000)}
+	if _, err := makeInTotoSubjects(nil, "p", pred, 512, 50_000); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("100 KB payload, 50 KB limit: err = %v, want ErrTooLarge", err)
+	}
+	roomy, err := makeInTotoSubjects(nil, "p", pred, 512, 200_000)
+	if err != nil || !bytes.Contains(roomy, []byte(pred["text"])) {
+		t.Fatalf("100 KB payload, 200 KB limit: %d bytes, err = %v", len(roomy), err)
+	}
+	w := &appendWriter{b: make([]byte, 0, 8), limit: 100}
+	for range 10 {
+		if _, err := w.Write(make([]byte, 9)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := w.Write(make([]byte, 11)); !errors.Is(err, ErrTooLarge) || len(w.b) != 90 || cap(w.b) > 100 {
+		t.Fatalf("len %d, cap %d, err %v; want 90 bytes in at most 100 and ErrTooLarge", len(w.b), cap(w.b), err)
+	}
+}

@@ -87,18 +87,25 @@ func parseInTotoSubjects[P any](payload []byte, ptype string) (*intoto[P], error
 // into a buffer of hint bytes to begin with (it grows if the payload is
 // larger).
 func makeInToto[P any](name, digest, ptype string, pred P, hint int) (roomy []byte, err error) {
-	return makeInTotoSubjects([]subject{{Name: name, Digest: digestSet{SHA256: digest}}}, ptype, pred, hint)
+	return makeInTotoSubjects([]subject{{Name: name, Digest: digestSet{SHA256: digest}}}, ptype, pred, hint, 0)
 }
 
-// makeInTotoSubjects is makeInToto for a list of subjects.
-func makeInTotoSubjects[P any](subjects []subject, ptype string, pred P, hint int) (roomy []byte, err error) {
+// makeInTotoSubjects is makeInToto for a list of subjects. When limit is
+// not 0, a payload longer than limit bytes is not encoded further: the
+// error wraps ErrTooLarge, and the buffer never grew past the limit.
+func makeInTotoSubjects[P any](subjects []subject, ptype string, pred P, hint, limit int) (roomy []byte, err error) {
 	st := intoto[P]{
 		Type:          StatementType,
 		Subject:       subjects,
 		PredicateType: ptype,
 		Predicate:     pred,
 	}
-	w := &appendWriter{b: make([]byte, payloadRoom, payloadRoom+max(hint, 512))}
+	size := payloadRoom + max(hint, 512)
+	if limit > 0 {
+		limit += payloadRoom
+		size = min(size, limit)
+	}
+	w := &appendWriter{b: make([]byte, payloadRoom, size), limit: limit}
 	if err := json.MarshalWrite(w, &st, encodeOptions); err != nil {
 		return nil, fmt.Errorf("encode statement: %w", err)
 	}

@@ -2,7 +2,6 @@ package attest
 
 import (
 	"crypto/sha256"
-	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -63,16 +62,17 @@ func SignStatement(s *Signer, st *Statement) ([]byte, error) {
 	if err := st.validate(); err != nil {
 		return nil, fmt.Errorf("sign statement: %w", err)
 	}
+	// The envelope holds the payload in base64, so a payload of more than
+	// three quarters of MaxStatementSize cannot fit: its encoding stops
+	// there, before it is parsed back and sealed, each of which would cost
+	// as much memory again.
 	roomy, err := makeInTotoSubjects(statementSubjects(root, st.Entries), StatementPredicateType, st.toJSON(),
-		payloadHint(len(st.Entries)+len(st.Applied), len(st.Incomplete)+len(st.Excluded)+len(st.Violations)))
+		payloadHint(len(st.Entries)+len(st.Applied), len(st.Incomplete)+len(st.Excluded)+len(st.Violations)), MaxStatementSize/4*3)
+	if errors.Is(err, ErrTooLarge) {
+		return nil, fmt.Errorf("sign statement: %w: over %d bytes, at most %d are read", ErrTooLarge, MaxStatementSize, MaxStatementSize)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("sign statement: %w", err)
-	}
-	// The envelope holds the payload in base64: one that cannot fit is
-	// refused before it is parsed back and sealed, which would cost
-	// several times its size in memory.
-	if n := base64.StdEncoding.EncodedLen(len(roomy) - payloadRoom); n > MaxStatementSize {
-		return nil, fmt.Errorf("sign statement: %w: over %d bytes, at most %d are read", ErrTooLarge, n, MaxStatementSize)
 	}
 	if _, err := parseStatementPayload(roomy[payloadRoom:]); err != nil {
 		return nil, fmt.Errorf("sign statement: %w", err)

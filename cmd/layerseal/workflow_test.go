@@ -355,7 +355,7 @@ func TestRecoverBindsCheckpoints(t *testing.T) {
 		t.Errorf("verify after recover: exit %d, want %d with the chain bound\n%s%s", code, exitIncomplete, stdout, stderr)
 	}
 	js := e.mustCLI(0, "show", "--json", "--key", e.pub, filepath.Join(out, "statement.json"))
-	if !strings.Contains(js, `"unknown":true`) || strings.Contains(js, "SIGKILL") || strings.Contains(js, "137") {
+	if !strings.Contains(js, `"unknown":true`) || strings.Contains(js, "SIGKILL") || strings.Contains(js, `"code":137`) {
 		t.Errorf("show --json of a recovered statement: the exit is not unknown:\n%s", js)
 	}
 }
