@@ -215,14 +215,17 @@ func (s *Store) find(ref string) (sessionDir, sessionRecord, error) {
 		}
 	}
 	if best == "" {
+		hint := "give an output dir or a session id (`layerseal sessions` lists them)"
+		if _, err := os.Lstat(filepath.Join(out, LaunchFile)); err == nil {
+			hint = fmt.Sprintf("%q holds a session's output (%s), but this state dir has no record of that session: if it ran with --state-dir, give the same --state-dir here", ref, LaunchFile)
+		}
 		if _, err := os.Stat(s.dir); err != nil {
-			return "", sessionRecord{}, fmt.Errorf("no session %q: the state dir %q: %w", ref, s.dir, unwrapPath(err))
+			return "", sessionRecord{}, fmt.Errorf("no session %q: the state dir %q: %w; %s", ref, s.dir, unwrapPath(err), hint)
 		}
-		more := ""
 		if len(bad) > 0 {
-			more = fmt.Sprintf("; %d session record(s) there could not be read, and `layerseal sessions` lists them too", len(bad))
+			hint += fmt.Sprintf("; %d session record(s) there could not be read, and `layerseal sessions` lists them too", len(bad))
 		}
-		return "", sessionRecord{}, fmt.Errorf("no session %q in the state dir %q: give an output dir or a session id (`layerseal sessions` lists them)%s", ref, s.dir, more)
+		return "", sessionRecord{}, fmt.Errorf("no session %q in the state dir %q: %s", ref, s.dir, hint)
 	}
 	return best, bestRec, nil
 }

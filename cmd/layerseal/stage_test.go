@@ -137,6 +137,11 @@ mkdir -p node_modules/pkg/lib; printf 12345 > node_modules/pkg/lib/a.js; printf 
 	if msg := e.mustCLI(1, "apply", "--state-dir", e.state, filepath.Join(e.dir, "nonesuch")); !strings.Contains(msg, "no session") {
 		t.Errorf("apply of an unknown session: %s", msg)
 	}
+	// An output dir whose session is in another state dir: the message
+	// says which flag finds it.
+	if msg := e.mustCLI(1, "apply", "--state-dir", filepath.Join(e.dir, "other-state"), out2); !strings.Contains(msg, "--state-dir") || !strings.Contains(msg, "launch.json") {
+		t.Errorf("apply with another state dir: %s", msg)
+	}
 
 	// Someone edits the real workspace while a session is staged: apply
 	// refuses and names the path, --force applies.
