@@ -132,8 +132,8 @@ func runCommand() *cli.Command {
 				fmt.Fprintf(os.Stderr, "layerseal: warning: %s\n", strings.Replace(gitWarning(n), "OUT", cmd.String("out"), 1))
 			}
 			if !res.Applied {
-				fmt.Fprintf(os.Stderr, "layerseal: staged, not applied: `layerseal diff %s` shows it; `layerseal apply %s` or `layerseal discard %s`\n",
-					st.SessionID, st.SessionID, st.SessionID)
+				ref := sessionArgs(cmd, st.SessionID)
+				fmt.Fprintf(os.Stderr, "layerseal: staged, not applied: `layerseal diff %s` shows it; `layerseal apply %s` or `layerseal discard %s`\n", ref, ref, ref)
 			}
 			if logDir != "" {
 				anchorRun(logDir, cmd.String("out"))
@@ -195,10 +195,18 @@ func runStatus(cmd *cli.Command, code int, whose, what string, err error, res *l
 func runConfig(cmd *cli.Command) (layerseal.RunConfig, error) {
 	var cfg layerseal.RunConfig
 	var err error
+	missing := []string{}
 	for _, f := range []string{"workspace", "key", "out"} {
 		if cmd.String(f) == "" {
-			return cfg, usageErr("run: --%s is required", f)
+			missing = append(missing, "--"+f)
 		}
+	}
+	if len(missing) > 0 {
+		verb := "are"
+		if len(missing) == 1 {
+			verb = "is"
+		}
+		return cfg, usageErr("run: %s %s required: layerseal run --workspace DIR --key KEY --out DIR [options] -- COMMAND [ARG...] (every option before the command)", strings.Join(missing, ", "), verb)
 	}
 	args := cmd.Args().Slice()
 	if len(args) > 0 && args[0] == "--" {

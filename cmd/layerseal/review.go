@@ -99,7 +99,7 @@ func diffReview(cmd *cli.Command) error {
 		n := len(entries)
 		entries = slices.DeleteFunc(slices.Clone(entries), func(e attest.Entry) bool { return attest.Within(e.Path, ".git") })
 		if n -= len(entries); n > 0 {
-			fmt.Fprintf(os.Stderr, "layerseal: %d change(s) inside .git are not in the %s (git applies none there): `layerseal diff %s` lists them, `layerseal diff --patch %s .git` shows them\n", n, view(cmd), out, out)
+			fmt.Fprintf(os.Stderr, "layerseal: %d change(s) inside .git are not in the %s (git applies none there): `layerseal diff %s` lists them, `layerseal diff --patch %s .git` shows them\n", n, view(cmd), sessionArgs(cmd, out), sessionArgs(cmd, out))
 		}
 	}
 	for _, p := range r.Conflicts(entries) {
@@ -296,12 +296,12 @@ func applyGitBranch(cmd *cli.Command, name string) error {
 		fmt.Fprintf(os.Stderr, "layerseal: left staged: %s (%s)\n", l.Path, l.Why)
 	}
 	if inGit > 0 {
-		fmt.Fprintf(os.Stderr, "layerseal: left staged: %d change(s) inside .git (never committed; `layerseal diff %s` lists them)\n", inGit, out)
+		fmt.Fprintf(os.Stderr, "layerseal: left staged: %d change(s) inside .git (never committed; `layerseal diff %s` lists them)\n", inGit, sessionArgs(cmd, out))
 	}
 	fmt.Fprintf(os.Stderr, "layerseal: committed %d change(s) to the new branch %s: commit %s, parent %s (HEAD at launch); the working tree, index and checked-out branch are as they were\n",
 		res.Committed, name, res.Commit, res.Parent)
 	if len(res.Left) > 0 {
-		fmt.Fprintf(os.Stderr, "layerseal: %d change(s) left staged: `layerseal diff %s` shows them\n", len(res.Left), out)
+		fmt.Fprintf(os.Stderr, "layerseal: %d change(s) left staged: `layerseal diff %s` shows them\n", len(res.Left), sessionArgs(cmd, out))
 	}
 	fmt.Println(res.Commit)
 	return nil

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/urfave/cli/v3"
 
@@ -9,9 +10,30 @@ import (
 )
 
 // stateDirFlag is the --state-dir flag every command that reads or keeps
-// session state takes.
+// session state takes; LAYERSEAL_STATE_DIR sets it for a whole shell.
 func stateDirFlag() cli.Flag {
-	return &cli.StringFlag{Name: "state-dir", Value: layerseal.DefaultStateDir, Usage: "where sessions keep their upper layers and state (root only)"}
+	return &cli.StringFlag{Name: "state-dir", Value: layerseal.DefaultStateDir, Sources: cli.EnvVars("LAYERSEAL_STATE_DIR"),
+		Usage: "where sessions keep their upper layers and state (root only)"}
+}
+
+// sessionArgs is how a command line the CLI suggests names the session
+// ref: with --state-dir when the state dir is not the one a bare command
+// would look in, so the suggestion works when copied.
+func sessionArgs(cmd *cli.Command, ref string) string {
+	dir := cmd.String("state-dir")
+	if cmd.IsSet("state-dir") && dir != layerseal.DefaultStateDir {
+		return "--state-dir " + shellWord(dir) + " " + shellWord(ref)
+	}
+	return shellWord(ref)
+}
+
+// shellWord quotes s for a POSIX shell when it holds anything but
+// letters, digits and -_./,:=+@%.
+func shellWord(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./,:=+@%") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // storeOf is the state dir --state-dir names.

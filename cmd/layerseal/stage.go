@@ -217,7 +217,8 @@ func recoverCommand() *cli.Command {
 			}
 			fmt.Fprintf(os.Stderr, "layerseal: recovered %d change(s), %s; statement %s/%s\n", len(st.Entries), completeness(st), out, layerseal.StatementFile)
 			reportPolicy(st)
-			fmt.Fprintf(os.Stderr, "layerseal: staged: `layerseal diff %s` shows it; `layerseal apply %s` or `layerseal discard %s`\n", out, out, out)
+			ref := sessionArgs(cmd, out)
+			fmt.Fprintf(os.Stderr, "layerseal: staged: `layerseal diff %s` shows it; `layerseal apply %s` or `layerseal discard %s`\n", ref, ref, ref)
 			return nil
 		},
 	}

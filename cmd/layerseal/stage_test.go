@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -527,5 +528,32 @@ func TestConfigRefused(t *testing.T) {
 	code, log := e.run(filepath.Join(e.dir, "out2"), "true", "--allow", "/abs")
 	if code != exitUsage || !strings.Contains(log, "absolute") {
 		t.Errorf("--allow /abs: exit %d\n%s", code, log)
+	}
+}
+
+// TestStagedSuggestionWorks: the command line run suggests for a staged
+// session names the state dir it used, so it works when copied, and
+// LAYERSEAL_STATE_DIR stands for --state-dir.
+func TestStagedSuggestionWorks(t *testing.T) {
+	e := newEnv(t)
+	write(t, e.ws, baseTree)
+	out := filepath.Join(e.dir, "s1")
+	code, log := e.run(out, `echo changed > file.txt`, "--stage")
+	if code != 0 {
+		t.Fatalf("run: exit %d\n%s", code, log)
+	}
+	m := regexp.MustCompile("`layerseal (diff [^`]*)`").FindStringSubmatch(log)
+	if m == nil || !strings.Contains(m[1], "--state-dir") {
+		t.Fatalf("no `layerseal diff --state-dir ...` suggestion in:\n%s", log)
+	}
+	if diff := e.mustCLI(0, strings.Fields(m[1])...); !strings.Contains(diff, "M  file.txt\n") {
+		t.Errorf("the suggested %q printed:\n%s", m[1], diff)
+	}
+	code, stdout, stderr := e.cliEnv([]string{"LAYERSEAL_STATE_DIR=" + e.state}, "diff", out)
+	if code != 0 || !strings.Contains(stdout, "M  file.txt\n") {
+		t.Errorf("diff with LAYERSEAL_STATE_DIR: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if got, want := shellWord("/a b/it's"), `'/a b/it'\''s'`; got != want {
+		t.Errorf("shellWord = %s, want %s", got, want)
 	}
 }
