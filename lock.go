@@ -18,7 +18,7 @@ import (
 // ErrWorkspaceLocked is wrapped by the error a session or an apply gets
 // when another session holds its workspace, a directory inside it or one
 // above it. The error names the holder's session id.
-var ErrWorkspaceLocked = errors.New("the workspace is in use by another session")
+var ErrWorkspaceLocked = errors.New("in use by another session")
 
 // locksDir holds one lock file per workspace in use, in the state dir.
 const locksDir = "locks"
@@ -68,15 +68,15 @@ func (s *Store) lockWorkspace(ws string, st linux.Stat, id string) (*workspaceLo
 		}
 		same := holder.Dev == st.Dev && holder.Ino == st.Ino
 		if same || attest.Within(ws, holder.Workspace) || attest.Within(holder.Workspace, ws) {
-			where := "the same workspace"
+			where := ""
 			switch {
 			case holder.Workspace == ws || same:
 			case attest.Within(ws, holder.Workspace):
-				where = fmt.Sprintf("%q, which holds this workspace", holder.Workspace)
+				where = fmt.Sprintf(" over %q, which holds this workspace", holder.Workspace)
 			default:
-				where = fmt.Sprintf("%q, inside this workspace", holder.Workspace)
+				where = fmt.Sprintf(" over %q, inside this workspace", holder.Workspace)
 			}
-			return nil, fmt.Errorf("workspace %q: %w: session %s (process %d) is using %s; wait for it to end, or see `layerseal sessions`",
+			return nil, fmt.Errorf("workspace %q: %w: session %s (process %d)%s; wait for it to end, or see `layerseal sessions`",
 				ws, ErrWorkspaceLocked, holder.Session, holder.PID, where)
 		}
 	}
