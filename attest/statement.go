@@ -4,9 +4,13 @@ import (
 	"bytes"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"math"
 	"strings"
 	"time"
+
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 )
 
 // StatementSubject is the name of a change statement's first subject,
@@ -265,17 +269,55 @@ func (st *Statement) toJSON() *statementJSON {
 		Logs:           logsToJSON(st.Logs),
 	}
 	for i := range st.Applied {
-		e := &st.Applied[i]
-		j.Applied = append(j.Applied, entryJSON{Path: e.Path, Change: e.Change, Old: stateToJSON(e.Old), New: stateToJSON(e.New)})
+		j.Applied = append(j.Applied, entryToJSON(&st.Applied[i]))
 	}
 	for i, r := range st.Incomplete {
 		j.Incomplete[i] = reasonJSON{Code: r.Code, Path: r.Path, Detail: Bytes(r.Detail)}
 	}
 	for i := range st.Entries {
-		e := &st.Entries[i]
-		j.Changes[i] = entryJSON{Path: e.Path, Change: e.Change, Old: stateToJSON(e.Old), New: stateToJSON(e.New)}
+		j.Changes[i] = entryToJSON(&st.Entries[i])
 	}
 	return j
+}
+
+func entryToJSON(e *Entry) entryJSON {
+	return entryJSON{Path: e.Path, Change: e.Change, Old: stateToJSON(e.Old), New: stateToJSON(e.New)}
+}
+
+// EncodedSizes returns, for each of entries, the bytes it adds to the
+// payload of a statement that lists it: its JSON and the comma that
+// separates it from the next, and with subjects (for a statement whose
+// changes are entries or a prefix of them) its subject's as well, if it
+// has one (see StatementSubjects). The payload is encoded as
+// SignStatement encodes it, so the sizes are exact; nothing but one
+// entry's JSON form is held at a time.
+func EncodedSizes(entries []Entry, subjects bool) ([]int, error) {
+	enc := jsontext.NewEncoder(io.Discard, encodeOptions)
+	// The encoder ends each value with a newline, as long as the comma.
+	size := func(v any) (int, error) {
+		before := enc.OutputOffset()
+		err := json.MarshalEncode(enc, v)
+		return int(enc.OutputOffset() - before), err
+	}
+	sizes := make([]int, len(entries))
+	files := 1 // the change-set subject
+	for i := range entries {
+		j := entryToJSON(&entries[i])
+		n, err := size(&j)
+		if err != nil {
+			return nil, fmt.Errorf("entry %q: %w", string(entries[i].Path), err)
+		}
+		if name, digest, ok := fileSubject(&entries[i]); ok && subjects && files < MaxSubjects {
+			files++
+			m, err := size(&subject{Name: name, Digest: digestSet{SHA256: digest}})
+			if err != nil {
+				return nil, fmt.Errorf("entry %q: %w", string(entries[i].Path), err)
+			}
+			n += m
+		}
+		sizes[i] = n
+	}
+	return sizes, nil
 }
 
 // fromJSON converts a decoded predicate, refusing values with no model form.
