@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -215,6 +216,14 @@ func TestPayloadLimit(t *testing.T) {
 	roomy, err := makeInTotoSubjects(nil, "p", pred, 512, 200_000)
 	if err != nil || !bytes.Contains(roomy, []byte(pred["text"])) {
 		t.Fatalf("100 KB payload, 200 KB limit: %d bytes, err = %v", len(roomy), err)
+	}
+	// So does a statement's, its entries encoded one at a time.
+	st := &Statement{}
+	for i := range 1000 {
+		st.Entries = append(st.Entries, Entry{Path: Path(fmt.Sprintf("f%04d", i)), Change: Added, New: &State{Type: File}})
+	}
+	if _, err := makeInTotoSubjects(nil, "p", st.toJSON(), 512, 50_000); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("statement of 1000 entries, 50 KB limit: err = %v, want ErrTooLarge", err)
 	}
 	w := &appendWriter{b: make([]byte, 0, 8), limit: 100}
 	for range 10 {

@@ -143,7 +143,7 @@ type statementJSON struct {
 	Count          uint64          `json:"count,string"`
 	Complete       bool            `json:"complete"`
 	Incomplete     []reasonJSON    `json:"incomplete"`
-	Changes        []entryJSON     `json:"changes"`
+	Changes        entryList       `json:"changes"`
 	Exit           exitJSON        `json:"exit"`
 	Ended          string          `json:"ended"`
 	Stats          statsJSON       `json:"stats"`
@@ -152,7 +152,7 @@ type statementJSON struct {
 	Violations     []violationJSON `json:"violations,omitempty"`
 	AppliedRoot    string          `json:"applied_root"`
 	AppliedCount   uint64          `json:"applied_count,string"`
-	Applied        []entryJSON     `json:"applied,omitempty"`
+	Applied        entryList       `json:"applied,omitempty"`
 	Logs           []outputLogJSON `json:"logs,omitempty"`
 }
 
@@ -257,7 +257,8 @@ func (st *Statement) toJSON() *statementJSON {
 		Count:          st.Count,
 		Complete:       st.Complete,
 		Incomplete:     make([]reasonJSON, len(st.Incomplete)),
-		Changes:        make([]entryJSON, len(st.Entries)),
+		Changes:        entryList{entries: st.Entries},
+		Applied:        entryList{entries: st.Applied},
 		Exit:           exitJSON(st.Exit),
 		Ended:          formatTime(st.Ended),
 		Stats:          statsJSON(st.Stats),
@@ -268,16 +269,38 @@ func (st *Statement) toJSON() *statementJSON {
 		AppliedCount:   st.AppliedCount,
 		Logs:           logsToJSON(st.Logs),
 	}
-	for i := range st.Applied {
-		j.Applied = append(j.Applied, entryToJSON(&st.Applied[i]))
-	}
 	for i, r := range st.Incomplete {
 		j.Incomplete[i] = reasonJSON{Code: r.Code, Path: r.Path, Detail: Bytes(r.Detail)}
 	}
-	for i := range st.Entries {
-		j.Changes[i] = entryToJSON(&st.Entries[i])
-	}
 	return j
+}
+
+// entryList is a list of entries in JSON: encoded from entries one at a
+// time, so that a statement being signed is not held a second time in
+// its JSON form, or decoded into parsed (and then encoded from it).
+type entryList struct {
+	entries []Entry
+	parsed  []entryJSON
+}
+
+func (l entryList) MarshalJSONTo(enc *jsontext.Encoder) error {
+	if l.entries == nil {
+		return json.MarshalEncode(enc, l.parsed)
+	}
+	if err := enc.WriteToken(jsontext.BeginArray); err != nil {
+		return err
+	}
+	for i := range l.entries {
+		j := entryToJSON(&l.entries[i])
+		if err := json.MarshalEncode(enc, &j); err != nil {
+			return err
+		}
+	}
+	return enc.WriteToken(jsontext.EndArray)
+}
+
+func (l *entryList) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
+	return json.UnmarshalDecode(dec, &l.parsed)
 }
 
 func entryToJSON(e *Entry) entryJSON {
@@ -342,7 +365,7 @@ func (j *statementJSON) fromJSON() (*Statement, error) {
 	if len(st.Violations) > 0 {
 		st.Applied = []Entry{}
 	}
-	for _, c := range j.Applied {
+	for _, c := range j.Applied.parsed {
 		e := Entry{Path: c.Path, Change: c.Change}
 		if e.Old, err = stateFromJSON(c.Old); err != nil {
 			return nil, fmt.Errorf("applied entry %q: %w", string(c.Path), err)
@@ -372,8 +395,8 @@ func (j *statementJSON) fromJSON() (*Statement, error) {
 	for _, r := range j.Incomplete {
 		st.Incomplete = append(st.Incomplete, Reason{Code: r.Code, Path: r.Path, Detail: string(r.Detail)})
 	}
-	st.Entries = make([]Entry, len(j.Changes))
-	for i, c := range j.Changes {
+	st.Entries = make([]Entry, len(j.Changes.parsed))
+	for i, c := range j.Changes.parsed {
 		e := Entry{Path: c.Path, Change: c.Change}
 		if e.Old, err = stateFromJSON(c.Old); err != nil {
 			return nil, fmt.Errorf("entry %q: %w", string(c.Path), err)

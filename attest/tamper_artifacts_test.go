@@ -61,7 +61,7 @@ func TestTamperEveryByte(t *testing.T) {
 // mutateChanges re-signs the statement after f rearranges its changes.
 func mutateChanges(t *testing.T, s *Signer, stEnv []byte, f func([]entryJSON) []entryJSON) []byte {
 	t.Helper()
-	return resealEdited(t, s, stEnv, func(it *intoto[statementJSON]) { it.Predicate.Changes = f(it.Predicate.Changes) })
+	return resealEdited(t, s, stEnv, func(it *intoto[statementJSON]) { it.Predicate.Changes.parsed = f(it.Predicate.Changes.parsed) })
 }
 
 // resealEdited re-signs env's payload after f edits it, read as an
