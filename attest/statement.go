@@ -275,9 +275,15 @@ func (st *Statement) toJSON() *statementJSON {
 	return j
 }
 
-// entryList is a list of entries in JSON: encoded from entries one at a
+func entryToJSON(e *Entry) entryJSON {
+	return entryJSON{Path: e.Path, Change: e.Change, Old: stateToJSON(e.Old), New: stateToJSON(e.New)}
+}
+
+// entryList is a list of entries in JSON, encoded from entries one at a
 // time, so that a statement being signed is not held a second time in
-// its JSON form, or decoded into parsed (and then encoded from it).
+// its JSON form. It is decoded into entries too, one JSON form at a time;
+// when one has no model form (which fromJSON then reports), the whole
+// list is held in JSON form, in parsed, instead.
 type entryList struct {
 	entries []Entry
 	parsed  []entryJSON
@@ -300,11 +306,64 @@ func (l entryList) MarshalJSONTo(enc *jsontext.Encoder) error {
 }
 
 func (l *entryList) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
-	return json.UnmarshalDecode(dec, &l.parsed)
+	if dec.PeekKind() != '[' {
+		return json.UnmarshalDecode(dec, &l.parsed)
+	}
+	if _, err := dec.ReadToken(); err != nil {
+		return err
+	}
+	l.entries = []Entry{}
+	for dec.PeekKind() != ']' {
+		var j entryJSON
+		if err := json.UnmarshalDecode(dec, &j); err != nil {
+			return err
+		}
+		if l.parsed != nil {
+			l.parsed = append(l.parsed, j)
+			continue
+		}
+		e, err := j.entry()
+		if err != nil {
+			for i := range l.entries {
+				l.parsed = append(l.parsed, entryToJSON(&l.entries[i]))
+			}
+			l.parsed = append(l.parsed, j)
+			l.entries = nil
+			continue
+		}
+		l.entries = append(l.entries, e)
+	}
+	_, err := dec.ReadToken()
+	return err
 }
 
-func entryToJSON(e *Entry) entryJSON {
-	return entryJSON{Path: e.Path, Change: e.Change, Old: stateToJSON(e.Old), New: stateToJSON(e.New)}
+// fromJSON returns the list's entries, or the error of the first entry
+// in it with no model form.
+func (l *entryList) fromJSON(what string) ([]Entry, error) {
+	if l.entries != nil {
+		return l.entries, nil
+	}
+	entries := make([]Entry, len(l.parsed))
+	for i := range l.parsed {
+		e, err := l.parsed[i].entry()
+		if err != nil {
+			return nil, fmt.Errorf("%s %q: %w", what, string(l.parsed[i].Path), err)
+		}
+		entries[i] = e
+	}
+	return entries, nil
+}
+
+func (j *entryJSON) entry() (Entry, error) {
+	e := Entry{Path: j.Path, Change: j.Change}
+	var err error
+	if e.Old, err = stateFromJSON(j.Old); err != nil {
+		return Entry{}, err
+	}
+	if e.New, err = stateFromJSON(j.New); err != nil {
+		return Entry{}, err
+	}
+	return e, nil
 }
 
 // EncodedSizes returns, for each of entries, the bytes it adds to the
@@ -365,15 +424,12 @@ func (j *statementJSON) fromJSON() (*Statement, error) {
 	if len(st.Violations) > 0 {
 		st.Applied = []Entry{}
 	}
-	for _, c := range j.Applied.parsed {
-		e := Entry{Path: c.Path, Change: c.Change}
-		if e.Old, err = stateFromJSON(c.Old); err != nil {
-			return nil, fmt.Errorf("applied entry %q: %w", string(c.Path), err)
-		}
-		if e.New, err = stateFromJSON(c.New); err != nil {
-			return nil, fmt.Errorf("applied entry %q: %w", string(c.Path), err)
-		}
-		st.Applied = append(st.Applied, e)
+	applied, err := j.Applied.fromJSON("applied entry")
+	if err != nil {
+		return nil, err
+	}
+	if len(applied) > 0 {
+		st.Applied = applied
 	}
 	if st.Logs, err = logsFromJSON(j.Logs); err != nil {
 		return nil, err
@@ -395,16 +451,8 @@ func (j *statementJSON) fromJSON() (*Statement, error) {
 	for _, r := range j.Incomplete {
 		st.Incomplete = append(st.Incomplete, Reason{Code: r.Code, Path: r.Path, Detail: string(r.Detail)})
 	}
-	st.Entries = make([]Entry, len(j.Changes.parsed))
-	for i, c := range j.Changes.parsed {
-		e := Entry{Path: c.Path, Change: c.Change}
-		if e.Old, err = stateFromJSON(c.Old); err != nil {
-			return nil, fmt.Errorf("entry %q: %w", string(c.Path), err)
-		}
-		if e.New, err = stateFromJSON(c.New); err != nil {
-			return nil, fmt.Errorf("entry %q: %w", string(c.Path), err)
-		}
-		st.Entries[i] = e
+	if st.Entries, err = j.Changes.fromJSON("entry"); err != nil {
+		return nil, err
 	}
 	if len(st.Entries) == 0 {
 		st.Entries = nil
