@@ -1,6 +1,7 @@
 package attest
 
 import (
+	"bytes"
 	"errors"
 	"testing"
 )
@@ -30,5 +31,19 @@ func TestCanonicalCheck(t *testing.T) {
 	}
 	if err := canonicalCheck([]byte(canon), v, true, "test"); !errors.Is(err, ErrMalformed) {
 		t.Errorf("no newline: err = %v, want ErrMalformed", err)
+	}
+}
+
+// TestRawValueInPlace: a predicate decoded as a rawValue is the slice of
+// the payload it lies in, not a copy.
+func TestRawValueInPlace(t *testing.T) {
+	payload := []byte(`{"_type":"t","subject":[],"predicateType":"p","predicate":{"a":[1,2]}}`)
+	var head intoto[rawValue]
+	if err := strictJSON(payload, &head, "statement"); err != nil {
+		t.Fatal(err)
+	}
+	at := bytes.Index(payload, []byte(`{"a"`))
+	if string(head.Predicate) != `{"a":[1,2]}` || &head.Predicate[0] != &payload[at] {
+		t.Fatalf("predicate %q is not the payload's own bytes", head.Predicate)
 	}
 }
