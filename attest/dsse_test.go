@@ -235,3 +235,34 @@ func TestPayloadLimit(t *testing.T) {
 		t.Fatalf("len %d, cap %d, err %v; want 90 bytes in at most 100 and ErrTooLarge", len(w.b), cap(w.b), err)
 	}
 }
+
+// TestEnvelopeInPlace: an envelope written over its payload, in the
+// payload's own buffer, is byte for byte the one written apart, for
+// payloads ending in each partial group and around the chunk size; a
+// buffer without the room is left to envelopeFile.
+func TestEnvelopeInPlace(t *testing.T) {
+	s := testSigner(t, 1)
+	for _, n := range []int{0, 1, 2, 3, 4, 5, 100, 3071, 3072, 3073, 3074, 6144, 6145, 6146, 10_000, 100_001} {
+		payload := make([]byte, n)
+		for i := range payload {
+			payload[i] = byte(i*7 + i>>8)
+		}
+		sigs, err := s.sign(pae(PayloadType, payload))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := envelopeFile(payload, sigs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		roomy := make([]byte, payloadRoom, payloadRoom+base64.StdEncoding.EncodedLen(n)+envelopeRoom)
+		roomy = append(roomy, payload...)
+		got, ok, err := envelopeInPlace(roomy, sigs)
+		if err != nil || !ok || !bytes.Equal(got, want) || &got[0] != &roomy[envInPlaceAt] {
+			t.Fatalf("payload of %d bytes: in place %t, %v; envelope differs: %t", n, ok, err, !bytes.Equal(got, want))
+		}
+		if _, ok, _ := envelopeInPlace(append([]byte(nil), roomy[:payloadRoom+n]...), sigs); ok {
+			t.Fatalf("payload of %d bytes: written in place without the room", n)
+		}
+	}
+}

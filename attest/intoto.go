@@ -2,6 +2,7 @@ package attest
 
 import (
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"fmt"
 
@@ -112,11 +113,15 @@ func makeInTotoSubjects[P any](subjects []subject, ptype string, pred P, hint, l
 		PredicateType: ptype,
 		Predicate:     pred,
 	}
-	size := payloadRoom + max(hint, 512)
+	// Room for the payload's envelope too, which sealInPlace writes over
+	// it: the part of the buffer past the payload is never written until
+	// then (and so, fresh from the system, not resident).
+	size := max(hint, 512)
 	if limit > 0 {
-		limit += payloadRoom
 		size = min(size, limit)
+		limit += payloadRoom
 	}
+	size = payloadRoom + base64.StdEncoding.EncodedLen(size) + envelopeRoom
 	w := &appendWriter{b: make([]byte, payloadRoom, size), limit: limit}
 	if err := json.MarshalWrite(w, &st, encodeOptions); err != nil {
 		return nil, fmt.Errorf("encode statement: %w", err)
