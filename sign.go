@@ -23,8 +23,8 @@ import (
 // (attest.EncodedSizes, with its subject's) and predicts the envelope's
 // size at each cut from one it measured, signing again until an attempt
 // fits: the prediction is exact but for the length of the path the cut's
-// reason names and the base64's rounding, so this takes one attempt more,
-// or two.
+// reason names, the digits of the counts and the base64's rounding, so
+// this takes one attempt more, or two.
 func signBounded(key *attest.Signer, st *attest.Statement, limit int) ([]byte, error) {
 	limit = min(limit, attest.MaxStatementSize)
 	b, err := attest.SignStatement(key, st)
@@ -57,7 +57,6 @@ func signBounded(key *attest.Signer, st *attest.Statement, limit int) ([]byte, e
 			k = p.cut(at, size, int64(limit))
 		}
 		k = max(fits+1, min(k, over-1))
-
 		cut := cutStatement(st, k, limit)
 		b, err = attest.SignStatement(key, cut)
 		if err != nil && !errors.Is(err, attest.ErrTooLarge) {
