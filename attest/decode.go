@@ -87,19 +87,40 @@ func jsonProblem(err error) string {
 }
 
 // canonicalCheck requires b to be the canonical encoding of v (followed by
-// one newline when newline is set).
+// one newline when newline is set). It compares the encoding with b as it
+// is written, holding no copy of it, and stops at the first byte that
+// differs.
 func canonicalCheck(b []byte, v any, newline bool, what string) error {
-	c, err := canonicalJSON(v)
-	if err != nil {
+	w := &compareWriter{want: b}
+	err := json.MarshalWrite(w, v, encodeOptions)
+	if err != nil && !w.differs {
 		return malformed("re-encode %s: %v", what, err)
 	}
-	if newline {
-		c = append(c, '\n')
+	if newline && !w.differs {
+		w.Write([]byte{'\n'})
 	}
-	if !bytes.Equal(b, c) {
+	if w.differs || len(w.want) != 0 {
 		return malformed("%s is not in its one valid encoding", what)
 	}
 	return nil
+}
+
+// compareWriter compares what is written with want, consuming it: past
+// the first byte that differs it fails (and differs is set).
+type compareWriter struct {
+	want    []byte
+	differs bool
+}
+
+var errDiffers = errors.New("the encoding differs")
+
+func (w *compareWriter) Write(p []byte) (int, error) {
+	if w.differs || len(p) > len(w.want) || !bytes.Equal(p, w.want[:len(p)]) {
+		w.differs = true
+		return 0, errDiffers
+	}
+	w.want = w.want[len(p):]
+	return len(p), nil
 }
 
 // checkHex requires s to be 64 lowercase hex digits (a SHA-256 digest).

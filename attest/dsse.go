@@ -75,7 +75,10 @@ func seal(s *Signer, payload []byte) ([]byte, error) {
 }
 
 // sealInPlace is seal for roomy[payloadRoom:], writing its pae header
-// into the room in front of it.
+// into the room in front of it. When roomy has the capacity
+// (envelopeRoom), the envelope is written over the payload in the same
+// buffer (see envelopeInPlace), so a large payload is not held beside
+// its envelope.
 func sealInPlace(s *Signer, roomy []byte) ([]byte, error) {
 	payload := roomy[payloadRoom:]
 	var h [payloadRoom]byte
@@ -89,7 +92,38 @@ func sealInPlace(s *Signer, roomy []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	if env, ok, err := envelopeInPlace(roomy, sigs); ok || err != nil {
+		return env, err
+	}
 	return envelopeFile(payload, sigs)
+}
+
+// The envelope file's fixed parts (see envelope).
+const (
+	envOpen1 = `{"payloadType":"` + PayloadType + `","payload":"`
+	envOpen2 = `","signatures":[`
+	envSig1  = `{"keyid":"`
+	envSig2  = `","sig":"`
+	envSig3  = `"}`
+	envEnd   = `]}` + "\n"
+)
+
+// envelopeRoom is the room a buffer needs past a payload's base64 for the
+// rest of its envelope: the signatures of a hybrid key and their key IDs.
+const envelopeRoom = 8192
+
+// envelopeSize returns the size of the envelope file of a payload of n
+// bytes with sigs.
+func envelopeSize(n int, sigs []signature) (int, error) {
+	enc := base64.StdEncoding
+	size := len(envOpen1) + enc.EncodedLen(n) + len(envOpen2) + len(envEnd)
+	for _, s := range sigs {
+		if err := checkKeyID(s.KeyID); err != nil {
+			return 0, fmt.Errorf("encode envelope: %w", err)
+		}
+		size += len(envSig1) + len(s.KeyID) + len(envSig2) + enc.EncodedLen(len(s.Sig)) + len(envSig3) + 1
+	}
+	return size, nil
 }
 
 // envelopeFile returns the file bytes of the envelope of payload with its
@@ -97,37 +131,64 @@ func sealInPlace(s *Signer, roomy []byte) ([]byte, error) {
 // exact size: every member is plain ASCII that needs no escaping (the
 // payload type, a key ID, base64), so the spelling is fixed.
 func envelopeFile(payload []byte, sigs []signature) ([]byte, error) {
-	const (
-		open1 = `{"payloadType":"` + PayloadType + `","payload":"`
-		open2 = `","signatures":[`
-		sig1  = `{"keyid":"`
-		sig2  = `","sig":"`
-		sig3  = `"}`
-		end   = `]}` + "\n"
-	)
-	enc := base64.StdEncoding
-	n := len(open1) + enc.EncodedLen(len(payload)) + len(open2) + len(end)
-	for _, s := range sigs {
-		if err := checkKeyID(s.KeyID); err != nil {
-			return nil, fmt.Errorf("encode envelope: %w", err)
-		}
-		n += len(sig1) + len(s.KeyID) + len(sig2) + enc.EncodedLen(len(s.Sig)) + len(sig3) + 1
+	n, err := envelopeSize(len(payload), sigs)
+	if err != nil {
+		return nil, err
 	}
 	b := make([]byte, 0, n)
-	b = append(b, open1...)
-	b = enc.AppendEncode(b, payload)
-	b = append(b, open2...)
+	b = append(b, envOpen1...)
+	b = base64.StdEncoding.AppendEncode(b, payload)
+	return appendSignatures(b, sigs), nil
+}
+
+// appendSignatures appends the envelope's part after the payload.
+func appendSignatures(b []byte, sigs []signature) []byte {
+	b = append(b, envOpen2...)
 	for i, s := range sigs {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = append(b, sig1...)
+		b = append(b, envSig1...)
 		b = append(b, s.KeyID...)
-		b = append(b, sig2...)
-		b = enc.AppendEncode(b, s.Sig)
-		b = append(b, sig3...)
+		b = append(b, envSig2...)
+		b = base64.StdEncoding.AppendEncode(b, s.Sig)
+		b = append(b, envSig3...)
 	}
-	return append(b, end...), nil
+	return append(b, envEnd...)
+}
+
+// The payload's base64 is written over the payload itself, from its end:
+// it starts where the payload does and each group of 3 bytes becomes 4
+// that lie at or past it, so no byte is overwritten before it is read.
+const envInPlaceAt = payloadRoom - len(envOpen1) // where the envelope starts in the buffer
+
+// envelopeInPlace is envelopeFile for roomy[payloadRoom:], written into
+// roomy's own array when its capacity allows (ok), and returned as a
+// slice of it; the payload is gone then.
+func envelopeInPlace(roomy []byte, sigs []signature) (env []byte, ok bool, err error) {
+	payload := roomy[payloadRoom:]
+	n, err := envelopeSize(len(payload), sigs)
+	if err != nil || envInPlaceAt+n > cap(roomy) {
+		return nil, false, err
+	}
+	b := roomy[:envInPlaceAt+n]
+	out := b[payloadRoom:] // the base64, starting where the payload does
+	enc := base64.StdEncoding
+	full := len(payload) / 3 * 3
+	// The last, partial group first, then whole chunks from the end, each
+	// copied out before its base64 is written.
+	var chunk [3 * 1024]byte
+	rest := copy(chunk[:], payload[full:])
+	enc.Encode(out[full/3*4:], chunk[:rest])
+	for end := full; end > 0; {
+		start := max(0, end-len(chunk))
+		c := copy(chunk[:], payload[start:end])
+		enc.Encode(out[start/3*4:], chunk[:c])
+		end = start
+	}
+	copy(b[envInPlaceAt:], envOpen1)
+	tail := appendSignatures(b[:payloadRoom+enc.EncodedLen(len(payload))], sigs)
+	return tail[envInPlaceAt:], true, nil
 }
 
 // open parses envelope file bytes of at most max bytes strictly and checks

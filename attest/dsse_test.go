@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -216,6 +217,14 @@ func TestPayloadLimit(t *testing.T) {
 	if err != nil || !bytes.Contains(roomy, []byte(pred["text"])) {
 		t.Fatalf("100 KB payload, 200 KB limit: %d bytes, err = %v", len(roomy), err)
 	}
+	// So does a statement's, its entries encoded one at a time.
+	st := &Statement{}
+	for i := range 1000 {
+		st.Entries = append(st.Entries, Entry{Path: Path(fmt.Sprintf("f%04d", i)), Change: Added, New: &State{Type: File}})
+	}
+	if _, err := makeInTotoSubjects(nil, "p", st.toJSON(), 512, 50_000); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("statement of 1000 entries, 50 KB limit: err = %v, want ErrTooLarge", err)
+	}
 	w := &appendWriter{b: make([]byte, 0, 8), limit: 100}
 	for range 10 {
 		if _, err := w.Write(make([]byte, 9)); err != nil {
@@ -224,5 +233,36 @@ func TestPayloadLimit(t *testing.T) {
 	}
 	if _, err := w.Write(make([]byte, 11)); !errors.Is(err, ErrTooLarge) || len(w.b) != 90 || cap(w.b) > 100 {
 		t.Fatalf("len %d, cap %d, err %v; want 90 bytes in at most 100 and ErrTooLarge", len(w.b), cap(w.b), err)
+	}
+}
+
+// TestEnvelopeInPlace: an envelope written over its payload, in the
+// payload's own buffer, is byte for byte the one written apart, for
+// payloads ending in each partial group and around the chunk size; a
+// buffer without the room is left to envelopeFile.
+func TestEnvelopeInPlace(t *testing.T) {
+	s := testSigner(t, 1)
+	for _, n := range []int{0, 1, 2, 3, 4, 5, 100, 3071, 3072, 3073, 3074, 6144, 6145, 6146, 10_000, 100_001} {
+		payload := make([]byte, n)
+		for i := range payload {
+			payload[i] = byte(i*7 + i>>8)
+		}
+		sigs, err := s.sign(pae(PayloadType, payload))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := envelopeFile(payload, sigs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		roomy := make([]byte, payloadRoom, payloadRoom+base64.StdEncoding.EncodedLen(n)+envelopeRoom)
+		roomy = append(roomy, payload...)
+		got, ok, err := envelopeInPlace(roomy, sigs)
+		if err != nil || !ok || !bytes.Equal(got, want) || &got[0] != &roomy[envInPlaceAt] {
+			t.Fatalf("payload of %d bytes: in place %t, %v; envelope differs: %t", n, ok, err, !bytes.Equal(got, want))
+		}
+		if _, ok, _ := envelopeInPlace(append([]byte(nil), roomy[:payloadRoom+n]...), sigs); ok {
+			t.Fatalf("payload of %d bytes: written in place without the room", n)
+		}
 	}
 }

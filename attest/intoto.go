@@ -2,6 +2,7 @@ package attest
 
 import (
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"fmt"
 
@@ -54,7 +55,7 @@ func parseInToto[P any](payload []byte, ptype string) (*intoto[P], error) {
 // parseInTotoSubjects is parseInToto for a statement of one to MaxSubjects
 // subjects, each with a digest of 64 lowercase hex digits.
 func parseInTotoSubjects[P any](payload []byte, ptype string) (*intoto[P], error) {
-	var head intoto[jsontext.Value]
+	var head intoto[rawValue]
 	if err := strictJSON(payload, &head, "statement"); err != nil {
 		return nil, err
 	}
@@ -73,13 +74,25 @@ func parseInTotoSubjects[P any](payload []byte, ptype string) (*intoto[P], error
 		}
 	}
 	st := &intoto[P]{Type: head.Type, Subject: head.Subject, PredicateType: head.PredicateType}
-	if err := strictJSON(head.Predicate, &st.Predicate, "predicate"); err != nil {
+	if err := strictJSON([]byte(head.Predicate), &st.Predicate, "predicate"); err != nil {
 		return nil, err
 	}
 	if err := canonicalCheck(payload, st, false, "statement"); err != nil {
 		return nil, err
 	}
 	return st, nil
+}
+
+// rawValue is one JSON value as it lies in the input it was decoded from:
+// decoded from a []byte (with strictJSON), it is a slice of that input
+// rather than a copy, so a statement's predicate is not held twice while
+// it is parsed.
+type rawValue []byte
+
+func (v *rawValue) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
+	b, err := dec.ReadValue()
+	*v = rawValue(b)
+	return err
 }
 
 // makeInToto returns the canonical payload of an in-toto statement with
@@ -100,11 +113,15 @@ func makeInTotoSubjects[P any](subjects []subject, ptype string, pred P, hint, l
 		PredicateType: ptype,
 		Predicate:     pred,
 	}
-	size := payloadRoom + max(hint, 512)
+	// Room for the payload's envelope too, which sealInPlace writes over
+	// it: the part of the buffer past the payload is never written until
+	// then (and so, fresh from the system, not resident).
+	size := max(hint, 512)
 	if limit > 0 {
-		limit += payloadRoom
 		size = min(size, limit)
+		limit += payloadRoom
 	}
+	size = payloadRoom + base64.StdEncoding.EncodedLen(size) + envelopeRoom
 	w := &appendWriter{b: make([]byte, payloadRoom, size), limit: limit}
 	if err := json.MarshalWrite(w, &st, encodeOptions); err != nil {
 		return nil, fmt.Errorf("encode statement: %w", err)

@@ -4,9 +4,13 @@ import (
 	"bytes"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"math"
 	"strings"
 	"time"
+
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 )
 
 // StatementSubject is the name of a change statement's first subject,
@@ -139,7 +143,7 @@ type statementJSON struct {
 	Count          uint64          `json:"count,string"`
 	Complete       bool            `json:"complete"`
 	Incomplete     []reasonJSON    `json:"incomplete"`
-	Changes        []entryJSON     `json:"changes"`
+	Changes        entryList       `json:"changes"`
 	Exit           exitJSON        `json:"exit"`
 	Ended          string          `json:"ended"`
 	Stats          statsJSON       `json:"stats"`
@@ -148,7 +152,7 @@ type statementJSON struct {
 	Violations     []violationJSON `json:"violations,omitempty"`
 	AppliedRoot    string          `json:"applied_root"`
 	AppliedCount   uint64          `json:"applied_count,string"`
-	Applied        []entryJSON     `json:"applied,omitempty"`
+	Applied        entryList       `json:"applied,omitempty"`
 	Logs           []outputLogJSON `json:"logs,omitempty"`
 }
 
@@ -253,7 +257,8 @@ func (st *Statement) toJSON() *statementJSON {
 		Count:          st.Count,
 		Complete:       st.Complete,
 		Incomplete:     make([]reasonJSON, len(st.Incomplete)),
-		Changes:        make([]entryJSON, len(st.Entries)),
+		Changes:        entryList{entries: st.Entries},
+		Applied:        entryList{entries: st.Applied},
 		Exit:           exitJSON(st.Exit),
 		Ended:          formatTime(st.Ended),
 		Stats:          statsJSON(st.Stats),
@@ -264,18 +269,137 @@ func (st *Statement) toJSON() *statementJSON {
 		AppliedCount:   st.AppliedCount,
 		Logs:           logsToJSON(st.Logs),
 	}
-	for i := range st.Applied {
-		e := &st.Applied[i]
-		j.Applied = append(j.Applied, entryJSON{Path: e.Path, Change: e.Change, Old: stateToJSON(e.Old), New: stateToJSON(e.New)})
-	}
 	for i, r := range st.Incomplete {
 		j.Incomplete[i] = reasonJSON{Code: r.Code, Path: r.Path, Detail: Bytes(r.Detail)}
 	}
-	for i := range st.Entries {
-		e := &st.Entries[i]
-		j.Changes[i] = entryJSON{Path: e.Path, Change: e.Change, Old: stateToJSON(e.Old), New: stateToJSON(e.New)}
-	}
 	return j
+}
+
+func entryToJSON(e *Entry) entryJSON {
+	return entryJSON{Path: e.Path, Change: e.Change, Old: stateToJSON(e.Old), New: stateToJSON(e.New)}
+}
+
+// entryList is a list of entries in JSON, encoded from entries one at a
+// time, so that a statement being signed is not held a second time in
+// its JSON form. It is decoded into entries too, one JSON form at a time;
+// when one has no model form (which fromJSON then reports), the whole
+// list is held in JSON form, in parsed, instead.
+type entryList struct {
+	entries []Entry
+	parsed  []entryJSON
+}
+
+func (l entryList) MarshalJSONTo(enc *jsontext.Encoder) error {
+	if l.entries == nil {
+		return json.MarshalEncode(enc, l.parsed)
+	}
+	if err := enc.WriteToken(jsontext.BeginArray); err != nil {
+		return err
+	}
+	for i := range l.entries {
+		j := entryToJSON(&l.entries[i])
+		if err := json.MarshalEncode(enc, &j); err != nil {
+			return err
+		}
+	}
+	return enc.WriteToken(jsontext.EndArray)
+}
+
+func (l *entryList) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
+	if dec.PeekKind() != '[' {
+		return json.UnmarshalDecode(dec, &l.parsed)
+	}
+	if _, err := dec.ReadToken(); err != nil {
+		return err
+	}
+	l.entries = []Entry{}
+	for dec.PeekKind() != ']' {
+		var j entryJSON
+		if err := json.UnmarshalDecode(dec, &j); err != nil {
+			return err
+		}
+		if l.parsed != nil {
+			l.parsed = append(l.parsed, j)
+			continue
+		}
+		e, err := j.entry()
+		if err != nil {
+			for i := range l.entries {
+				l.parsed = append(l.parsed, entryToJSON(&l.entries[i]))
+			}
+			l.parsed = append(l.parsed, j)
+			l.entries = nil
+			continue
+		}
+		l.entries = append(l.entries, e)
+	}
+	_, err := dec.ReadToken()
+	return err
+}
+
+// fromJSON returns the list's entries, or the error of the first entry
+// in it with no model form.
+func (l *entryList) fromJSON(what string) ([]Entry, error) {
+	if l.entries != nil {
+		return l.entries, nil
+	}
+	entries := make([]Entry, len(l.parsed))
+	for i := range l.parsed {
+		e, err := l.parsed[i].entry()
+		if err != nil {
+			return nil, fmt.Errorf("%s %q: %w", what, string(l.parsed[i].Path), err)
+		}
+		entries[i] = e
+	}
+	return entries, nil
+}
+
+func (j *entryJSON) entry() (Entry, error) {
+	e := Entry{Path: j.Path, Change: j.Change}
+	var err error
+	if e.Old, err = stateFromJSON(j.Old); err != nil {
+		return Entry{}, err
+	}
+	if e.New, err = stateFromJSON(j.New); err != nil {
+		return Entry{}, err
+	}
+	return e, nil
+}
+
+// EncodedSizes returns, for each of entries, the bytes it adds to the
+// payload of a statement that lists it: its JSON and the comma that
+// separates it from the next, and with subjects (for a statement whose
+// changes are entries or a prefix of them) its subject's as well, if it
+// has one (see StatementSubjects). The payload is encoded as
+// SignStatement encodes it, so the sizes are exact; nothing but one
+// entry's JSON form is held at a time.
+func EncodedSizes(entries []Entry, subjects bool) ([]int, error) {
+	enc := jsontext.NewEncoder(io.Discard, encodeOptions)
+	// The encoder ends each value with a newline, as long as the comma.
+	size := func(v any) (int, error) {
+		before := enc.OutputOffset()
+		err := json.MarshalEncode(enc, v)
+		return int(enc.OutputOffset() - before), err
+	}
+	sizes := make([]int, len(entries))
+	files := 1 // the change-set subject
+	for i := range entries {
+		j := entryToJSON(&entries[i])
+		n, err := size(&j)
+		if err != nil {
+			return nil, fmt.Errorf("entry %q: %w", string(entries[i].Path), err)
+		}
+		if name, digest, ok := fileSubject(&entries[i]); ok && subjects && files < MaxSubjects {
+			files++
+			m, err := size(&subject{Name: name, Digest: digestSet{SHA256: digest}})
+			if err != nil {
+				return nil, fmt.Errorf("entry %q: %w", string(entries[i].Path), err)
+			}
+			n += m
+		}
+		sizes[i] = n
+	}
+	return sizes, nil
 }
 
 // fromJSON converts a decoded predicate, refusing values with no model form.
@@ -300,15 +424,12 @@ func (j *statementJSON) fromJSON() (*Statement, error) {
 	if len(st.Violations) > 0 {
 		st.Applied = []Entry{}
 	}
-	for _, c := range j.Applied {
-		e := Entry{Path: c.Path, Change: c.Change}
-		if e.Old, err = stateFromJSON(c.Old); err != nil {
-			return nil, fmt.Errorf("applied entry %q: %w", string(c.Path), err)
-		}
-		if e.New, err = stateFromJSON(c.New); err != nil {
-			return nil, fmt.Errorf("applied entry %q: %w", string(c.Path), err)
-		}
-		st.Applied = append(st.Applied, e)
+	applied, err := j.Applied.fromJSON("applied entry")
+	if err != nil {
+		return nil, err
+	}
+	if len(applied) > 0 {
+		st.Applied = applied
 	}
 	if st.Logs, err = logsFromJSON(j.Logs); err != nil {
 		return nil, err
@@ -330,16 +451,8 @@ func (j *statementJSON) fromJSON() (*Statement, error) {
 	for _, r := range j.Incomplete {
 		st.Incomplete = append(st.Incomplete, Reason{Code: r.Code, Path: r.Path, Detail: string(r.Detail)})
 	}
-	st.Entries = make([]Entry, len(j.Changes))
-	for i, c := range j.Changes {
-		e := Entry{Path: c.Path, Change: c.Change}
-		if e.Old, err = stateFromJSON(c.Old); err != nil {
-			return nil, fmt.Errorf("entry %q: %w", string(c.Path), err)
-		}
-		if e.New, err = stateFromJSON(c.New); err != nil {
-			return nil, fmt.Errorf("entry %q: %w", string(c.Path), err)
-		}
-		st.Entries[i] = e
+	if st.Entries, err = j.Changes.fromJSON("entry"); err != nil {
+		return nil, err
 	}
 	if len(st.Entries) == 0 {
 		st.Entries = nil

@@ -7,10 +7,13 @@ import (
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/x509"
+	"encoding/hex"
 	"encoding/pem"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/go-json-experiment/json"
@@ -61,7 +64,14 @@ func TestTamperEveryByte(t *testing.T) {
 // mutateChanges re-signs the statement after f rearranges its changes.
 func mutateChanges(t *testing.T, s *Signer, stEnv []byte, f func([]entryJSON) []entryJSON) []byte {
 	t.Helper()
-	return resealEdited(t, s, stEnv, func(it *intoto[statementJSON]) { it.Predicate.Changes = f(it.Predicate.Changes) })
+	return resealEdited(t, s, stEnv, func(it *intoto[statementJSON]) {
+		c := &it.Predicate.Changes
+		js := c.parsed
+		for i := range c.entries {
+			js = append(js, entryToJSON(&c.entries[i]))
+		}
+		*c = entryList{parsed: f(js)}
+	})
 }
 
 // resealEdited re-signs env's payload after f edits it, read as an
@@ -239,4 +249,26 @@ func claimKeyID(t *testing.T, signer, claimed *Signer, env []byte) []byte {
 	t.Helper()
 	forged := reseal(t, signer, payloadOf(t, env))
 	return bytes.Replace(forged, []byte(signer.KeyID()), []byte(claimed.KeyID()), 1)
+}
+
+// TestEntryWithoutModelForm: an entry of a statement whose JSON has no
+// model form (a digest in capitals) is malformed, and the error names the
+// entry and its field, wherever it lies in the list.
+func TestEntryWithoutModelForm(t *testing.T) {
+	s := testSigner(t, 1)
+	launchEnv, stEnv := signedPair(t, s)
+	for i, e := range sampleEntries() {
+		if e.New == nil || e.New.SHA256 == nil {
+			continue
+		}
+		env := mutateChanges(t, s, stEnv, func(c []entryJSON) []entryJSON {
+			c[i].New.SHA256 = strings.ToUpper(c[i].New.SHA256)
+			return c
+		})
+		_, err := VerifyStatement(env, s.Public(), launchEnv)
+		want := fmt.Sprintf("entry %q: sha256 %q is not 64 lowercase hex digits", string(e.Path), strings.ToUpper(hex.EncodeToString(e.New.SHA256)))
+		if !errors.Is(err, ErrMalformed) || !strings.Contains(fmt.Sprint(err), want) {
+			t.Errorf("entry %d: got %v, want ErrMalformed saying %s", i, err, want)
+		}
+	}
 }
