@@ -2,7 +2,7 @@
 // kernels and prints a matrix of kernel × suite with the features the
 // probe found on each. kernel-tests/run is its front door:
 //
-//	kernel-tests/run [-kernels 5.10,6.1,6.12] [-host=true] [-suites S,...] [-nostatx oldest|all|none] [-markdown]
+//	kernel-tests/run [-kernels 5.10,6.1,6.12] [-host=true] [-host-plain FILE] [-suites S,...] [-nostatx oldest|all|none] [-markdown]
 //	kernel-tests/run -self-check
 //
 // For each kernel it fetches the Debian package with apt-get download into
@@ -49,6 +49,7 @@ type config struct {
 	suites      string // comma-separated suites; empty for all
 	nostatx     string // where the suites run again without statx: oldest, all or none
 	logPrefix   string // before each kept log's name: the self-check's do not replace the matrix's
+	hostPlain   string // go test's output that stands for the host's plain pass; empty to run it
 }
 
 func main() {
@@ -67,6 +68,7 @@ func run(args []string) int {
 	testV := fs.Bool("test-v", false, "run the suites with -test.v: each test's name and time in the kept logs")
 	suites := fs.String("suites", "", "comma-separated suites (test packages, e.g. nsrun,overlay) to run; empty for all")
 	nostatx := fs.String("nostatx", "oldest", "where the suites run again with statx refused: oldest (the host and the oldest kernel booted), all, or none")
+	hostPlain := fs.String("host-plain", "", "take the host's plain pass from this file, the output of go test run as root on the module's packages (FILE.report: the session test's report), instead of running the suites again")
 	fromLogs := fs.Bool("from-logs", false, "run nothing: print the matrix of the logs the last run kept in kernel-tests/cache/logs")
 	if err := fs.Parse(args); err != nil || fs.NArg() > 0 {
 		return 64
@@ -77,7 +79,7 @@ func run(args []string) int {
 		return 1
 	}
 	cfg := config{repo: repo, cache: filepath.Join(repo, "kernel-tests", "cache"), host: *host, markdown: *markdown,
-		jobs: max(*jobs, 1), timeout: *timeout, memory: "1G", verbose: *verbose, testV: *testV, suites: *suites, nostatx: *nostatx}
+		jobs: max(*jobs, 1), timeout: *timeout, memory: "1G", verbose: *verbose, testV: *testV, suites: *suites, nostatx: *nostatx, hostPlain: *hostPlain}
 	if !slices.Contains([]string{"oldest", "all", "none"}, cfg.nostatx) {
 		fmt.Fprintf(os.Stderr, "kernel-tests: -nostatx %q: want oldest, all or none\n", cfg.nostatx)
 		return 64
@@ -141,6 +143,15 @@ func seriesList() string {
 	return strings.Join(s, ",")
 }
 
+// modulePath is the module's path, which prefixes its packages' import paths.
+func modulePath() (string, error) {
+	out, err := exec.Command("go", "list", "-m").Output()
+	if err != nil {
+		return "", fmt.Errorf("find the module's path with go list -m: %w", err)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
 func repoRoot() (string, error) {
 	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}").Output()
 	if err != nil {
@@ -151,11 +162,12 @@ func repoRoot() (string, error) {
 
 // guestOptions change what a guest runs (or guest.sh on the host).
 type guestOptions struct {
-	inject  string // "fail" or "panic"
-	verbose bool   // -test.v
-	noPlain bool   // only the nostatx pass (see passes)
-	suites  string // comma-separated suites (default: all)
-	nostatx string // comma-separated nostatx suites; "-" for none
+	inject        string // "fail" or "panic"
+	verbose       bool   // -test.v
+	noPlain       bool   // only the nostatx pass (see passes)
+	noPlainSuites bool   // the plain pass's probe, not its suites (the host's, with -host-plain)
+	suites        string // comma-separated suites (default: all)
+	nostatx       string // comma-separated nostatx suites; "-" for none
 }
 
 // guestOptions are what the guest of kernel k (the zero Kernel for the
@@ -189,6 +201,8 @@ func (o guestOptions) env() []string {
 	}
 	if o.noPlain {
 		s = append(s, "KT_PLAIN=0")
+	} else if o.noPlainSuites {
+		s = append(s, "KT_PLAIN=probe")
 	}
 	if o.suites != "" {
 		s = append(s, "KT_SUITES="+strings.ReplaceAll(o.suites, ",", " "))
@@ -333,11 +347,25 @@ func logf(format string, a ...any) {
 	fmt.Fprintf(os.Stderr, "kernel-tests: "+format+"\n", a...)
 }
 
-// runHost runs guest.sh on the host kernel.
+// runHost runs guest.sh on the host kernel. With cfg.hostPlain its plain
+// pass is read from go test's output and guest.sh runs only the probe and
+// the nostatx pass.
 func runHost(cfg config, binDir string, opt guestOptions) *Column {
-	logf("host: running the suites")
 	start := time.Now()
 	var log bytes.Buffer
+	if cfg.hostPlain != "" {
+		plain, err := readHostPlain(cfg, binDir)
+		if err != nil {
+			col := parseLog("host", strings.NewReader(""))
+			col.Problems = append(col.Problems, err.Error())
+			return col
+		}
+		logf("host: the plain pass is go test's in %s; running the probe and the nostatx pass", cfg.hostPlain)
+		log.Write(plain)
+		opt.noPlainSuites = true
+	} else {
+		logf("host: running the suites")
+	}
 	cmd := exec.Command("sh", filepath.Join(cfg.repo, "kernel-tests", "guest.sh"), binDir)
 	cmd.Stdout, cmd.Stderr = &log, &log
 	cmd.Env = append(os.Environ(), opt.env()...)

@@ -292,3 +292,41 @@ func TestSchedule(t *testing.T) {
 		t.Errorf("with logs: %q, want %q", names(g), want)
 	}
 }
+
+// TestHostPlainLog: go test's summary lines become the host's plain cells,
+// a failed or missing package a failed cell, the report its reports.
+func TestHostPlainLog(t *testing.T) {
+	const mod = "example.com/m"
+	out := "=== RUN   TestX\n" +
+		"ok  \texample.com/m\t12.6s\n" +
+		"ok  \texample.com/m/cmd/tool\t101.2s\n" +
+		"--- FAIL: TestY (0.01s)\n" +
+		"FAIL\texample.com/m/overlay\t3.0s\n" +
+		"FAIL\texample.com/m/probe [build failed]\n" +
+		"ok  \texample.com/m/attest\t1.0s\n" +
+		"ok  \texample.com/other/nsrun\t1.0s\n"
+	suites := []string{"cmd-tool", "nsrun", "overlay", "probe", "root"}
+	log := hostPlainLog(strings.NewReader(out), []byte("verify-exit 0\nincomplete -\n"), mod, suites)
+	c := parseLog("host", strings.NewReader(string(log)+"@@kt end\n"))
+	want := map[string]Cell{
+		"plain root":     {Pass: true, Seconds: 13},
+		"plain cmd-tool": {Pass: true, Seconds: 101},
+		"plain overlay":  {Exit: 1, Seconds: 3},
+		"plain probe":    {Exit: 1},
+		"plain nsrun":    {Exit: 127}, // another module's nsrun is not this one's
+	}
+	if len(c.Cells) != len(want) {
+		t.Errorf("cells %+v, want %+v", c.Cells, want)
+	}
+	for k, w := range want {
+		if got := c.Cells[k]; got != w {
+			t.Errorf("cell %q: %+v, want %+v", k, got, w)
+		}
+	}
+	if c.Reports["plain"]["verify-exit"] != "0" || c.Reports["plain"]["incomplete"] != "-" {
+		t.Errorf("reports %q", c.Reports)
+	}
+	if !c.Failed() {
+		t.Errorf("a column with failed go test packages is not failed")
+	}
+}
