@@ -35,7 +35,8 @@ func suiteName(mod, pkg string) (string, bool) {
 // of the whole module, on the host kernel) into the "@@kt" lines of the
 // host's plain pass: a suite line for each of suites, passed if go test
 // printed "ok" for its package, failed otherwise (a suite go test did not
-// report on failed too, exit 127), then the session test's report. So the
+// report on failed too, exit 127), then the session test's report and a
+// report "from go-test" that docs/KERNELS.md mentions. So the
 // host runs each privileged suite once, not in go test and again here.
 func hostPlainLog(goTest io.Reader, report []byte, mod string, suites []string) []byte {
 	type outcome struct {
@@ -71,6 +72,7 @@ func hostPlainLog(goTest io.Reader, report []byte, mod string, suites []string) 
 			fmt.Fprintf(&b, "@@kt suite plain %s fail 1 %d\n", s, o.secs)
 		}
 	}
+	fmt.Fprintln(&b, "@@kt report plain from go-test")
 	sc = bufio.NewScanner(bytes.NewReader(report))
 	for sc.Scan() {
 		if key, value, ok := strings.Cut(strings.TrimSpace(sc.Text()), " "); ok {

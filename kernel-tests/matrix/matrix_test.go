@@ -323,7 +323,7 @@ func TestHostPlainLog(t *testing.T) {
 			t.Errorf("cell %q: %+v, want %+v", k, got, w)
 		}
 	}
-	if c.Reports["plain"]["verify-exit"] != "0" || c.Reports["plain"]["incomplete"] != "-" {
+	if c.Reports["plain"]["from"] != "go-test" || c.Reports["plain"]["verify-exit"] != "0" || c.Reports["plain"]["incomplete"] != "-" {
 		t.Errorf("reports %q", c.Reports)
 	}
 	if !c.Failed() {

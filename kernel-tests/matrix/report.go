@@ -184,6 +184,12 @@ func writeFailure(w io.Writer, c *Column) {
 // then the matrix.
 func writeMarkdown(w io.Writer, cols []*Column) {
 	fmt.Fprint(w, markdownHead)
+	for _, c := range cols {
+		if c.Reports["plain"]["from"] == "go-test" {
+			fmt.Fprintf(w, "The %s column's plain rows are the results of scripts/test's own run of\n"+
+				"`go test ./...` as root on that kernel, in full (without `-test.short`).\n\n", c.Name)
+		}
+	}
 	ls := lines(cols)
 	fmt.Fprintln(w, "| "+strings.Join(ls[0][1:], " | ")+" |")
 	fmt.Fprintln(w, "|"+strings.Repeat(" --- |", len(ls[0])-1))
