@@ -44,6 +44,7 @@ type config struct {
 	jobs        int
 	timeout     time.Duration
 	memory      string
+	cpu         string // qemu's -cpu model
 	verbose     bool
 	testV       bool   // the suites run with -test.v
 	suites      string // comma-separated suites; empty for all
@@ -62,6 +63,7 @@ func run(args []string) int {
 	host := fs.Bool("host", true, "run the suites on the host kernel too")
 	markdown := fs.Bool("markdown", false, "print the matrix as docs/KERNELS.md")
 	selfCheck := fs.Bool("self-check", false, "check that an injected test failure and an injected kernel panic fail the matrix")
+	cpu := fs.String("cpu", "qemu64", "the CPU model qemu emulates (qemu-system-x86_64 -cpu help lists them); qemu64, the plainest, costs a quarter less host CPU than max")
 	jobs := fs.Int("j", runtime.NumCPU(), "guests booted at once")
 	timeout := fs.Duration("timeout", 45*time.Minute, "time limit of one guest")
 	verbose := fs.Bool("v", false, "copy guest logs to stderr as they arrive")
@@ -79,7 +81,7 @@ func run(args []string) int {
 		return 1
 	}
 	cfg := config{repo: repo, cache: filepath.Join(repo, "kernel-tests", "cache"), host: *host, markdown: *markdown,
-		jobs: max(*jobs, 1), timeout: *timeout, memory: "1G", verbose: *verbose, testV: *testV, suites: *suites, nostatx: *nostatx, hostPlain: *hostPlain}
+		jobs: max(*jobs, 1), timeout: *timeout, memory: "1G", cpu: *cpu, verbose: *verbose, testV: *testV, suites: *suites, nostatx: *nostatx, hostPlain: *hostPlain}
 	if !slices.Contains([]string{"oldest", "all", "none"}, cfg.nostatx) {
 		fmt.Fprintf(os.Stderr, "kernel-tests: -nostatx %q: want oldest, all or none\n", cfg.nostatx)
 		return 64
@@ -406,7 +408,7 @@ func bootGuest(cfg config, name string, x Extracted, initrd string, opt guestOpt
 	// (panics) and alerts reach the console.
 	appendLine := "console=ttyS0 panic=-1 oops=panic loglevel=2 " + opt.cmdline()
 	cmd := exec.CommandContext(ctx, "qemu-system-x86_64",
-		"-accel", "tcg", "-cpu", "max", "-m", cfg.memory, "-smp", "1",
+		"-accel", "tcg", "-cpu", cfg.cpu, "-m", cfg.memory, "-smp", "1",
 		"-nographic", "-no-reboot", "-nic", "none",
 		"-kernel", x.Vmlinuz, "-initrd", initrd, "-append", strings.TrimSpace(appendLine),
 		// The scratch disk is thrown away: its flushes need not reach the host's disk.
