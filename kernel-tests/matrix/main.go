@@ -247,7 +247,12 @@ type variant struct {
 // guests in parallel, the host (with the first variant's options) too.
 // The columns come by variant, then kernel.
 func matrix(cfg config, variants ...variant) ([]*Column, error) {
+	// A run of the host alone builds elsewhere: scripts/test starts one
+	// while another run's guests are booting.
 	binDir := filepath.Join(cfg.cache, "bin")
+	if len(cfg.kernels) == 0 {
+		binDir = filepath.Join(cfg.cache, "bin-host")
+	}
 	os.RemoveAll(binDir)
 	logf("building the test binaries")
 	build := exec.Command(filepath.Join(cfg.repo, "kernel-tests", "build.sh"), binDir)
