@@ -242,10 +242,10 @@ layerseal does follows from what was found.
 Rows are test suites (packages) run as root with ` + "`LAYERSEAL_PRIVILEGED=1`" + ` and
 ` + "`-test.short`" + `; "(nostatx)" rows ran again under a seccomp filter that makes statx
 fail with ENOSYS, as on kernels before 4.11, on the host and the oldest kernel
-only (` + "`kernel-tests/run -nostatx all`" + ` runs them everywhere). The tests in the row
-"not run: kernel-independent" (signature algorithms and formats, proofs, the
-transparency log, printed reports) run on the host only, in scripts/test's ` + "`go test ./...`" + `. The probe rows are the guest's own
-findings; the session rows are what an end-to-end session
+only (` + "`kernel-tests/run -nostatx all`" + ` runs them everywhere). The tests in
+the row "not run: kernel-independent" (signature algorithms and formats,
+proofs, the transparency log, printed reports) run on the host only, in
+scripts/test's ` + "`go test ./...`" + `. The probe rows are the guest's own findings; the session rows are what an end-to-end session
 (kernel-tests/session_test.go) saw: the pinned overlay options the kernel
 refused (and the launch record lists as missing), verify's exit code and the
 statement's incompleteness reasons.
