@@ -303,14 +303,12 @@ func matrix(cfg config, variants ...variant) ([]*Column, error) {
 	}
 	parts := make([]*Column, len(guests))
 	var wg sync.WaitGroup
-	sem := make(chan struct{}, cfg.jobs)
-	for i, g := range guests {
-		wg.Go(func() {
-			sem <- struct{}{}
-			defer func() { <-sem }()
+	wg.Go(func() {
+		inOrder(len(guests), cfg.jobs, func(i int) {
+			g := guests[i]
 			parts[i] = bootGuest(cfg, g.name, g.x, g.initrd, g.opt)
 		})
-	}
+	})
 	var hostCol *Column
 	if cfg.host {
 		hostCol = runHost(cfg, binDir, cfg.guestOptions(variants[0].opt, Kernel{}))

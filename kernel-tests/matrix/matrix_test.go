@@ -7,7 +7,9 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/layerseal/layerseal/internal/privtest"
 )
@@ -328,5 +330,32 @@ func TestHostPlainLog(t *testing.T) {
 	}
 	if !c.Failed() {
 		t.Errorf("a column with failed go test packages is not failed")
+	}
+}
+
+// TestInOrder: the guests start in the order schedule chose, at most jobs
+// at once.
+func TestInOrder(t *testing.T) {
+	for _, jobs := range []int{1, 2} {
+		var mu sync.Mutex
+		var started []int
+		running, most := 0, 0
+		inOrder(30, jobs, func(i int) {
+			mu.Lock()
+			started = append(started, i)
+			running++
+			most = max(most, running)
+			mu.Unlock()
+			time.Sleep(time.Millisecond)
+			mu.Lock()
+			running--
+			mu.Unlock()
+		})
+		if jobs == 1 && !slices.IsSorted(started) || len(started) != 30 {
+			t.Errorf("jobs %d: started %v, want 0 to 29 in order", jobs, started)
+		}
+		if most > jobs {
+			t.Errorf("jobs %d: %d ran at once", jobs, most)
+		}
 	}
 }
