@@ -2,7 +2,7 @@
 // kernels and prints a matrix of kernel × suite with the features the
 // probe found on each. kernel-tests/run is its front door:
 //
-//	kernel-tests/run [-kernels 5.10,6.1,6.12] [-host=true] [-suites S,...] [-nostatx oldest|all|none] [-markdown]
+//	kernel-tests/run [-kernels 5.10,6.1,6.12] [-host=true] [-host-plain FILE] [-suites S,...] [-nostatx oldest|all|none] [-markdown]
 //	kernel-tests/run -self-check
 //
 // For each kernel it fetches the Debian package with apt-get download into
@@ -44,11 +44,13 @@ type config struct {
 	jobs        int
 	timeout     time.Duration
 	memory      string
+	cpu         string // qemu's -cpu model
 	verbose     bool
 	testV       bool   // the suites run with -test.v
 	suites      string // comma-separated suites; empty for all
 	nostatx     string // where the suites run again without statx: oldest, all or none
 	logPrefix   string // before each kept log's name: the self-check's do not replace the matrix's
+	hostPlain   string // go test's output that stands for the host's plain pass; empty to run it
 }
 
 func main() {
@@ -61,12 +63,14 @@ func run(args []string) int {
 	host := fs.Bool("host", true, "run the suites on the host kernel too")
 	markdown := fs.Bool("markdown", false, "print the matrix as docs/KERNELS.md")
 	selfCheck := fs.Bool("self-check", false, "check that an injected test failure and an injected kernel panic fail the matrix")
+	cpu := fs.String("cpu", "qemu64", "the CPU model qemu emulates (qemu-system-x86_64 -cpu help lists them); qemu64, the plainest, costs a quarter less host CPU than max")
 	jobs := fs.Int("j", runtime.NumCPU(), "guests booted at once")
 	timeout := fs.Duration("timeout", 45*time.Minute, "time limit of one guest")
 	verbose := fs.Bool("v", false, "copy guest logs to stderr as they arrive")
 	testV := fs.Bool("test-v", false, "run the suites with -test.v: each test's name and time in the kept logs")
 	suites := fs.String("suites", "", "comma-separated suites (test packages, e.g. nsrun,overlay) to run; empty for all")
 	nostatx := fs.String("nostatx", "oldest", "where the suites run again with statx refused: oldest (the host and the oldest kernel booted), all, or none")
+	hostPlain := fs.String("host-plain", "", "take the host's plain pass from this file, the output of go test run as root on the module's packages (FILE.report: the session test's report), instead of running the suites again")
 	fromLogs := fs.Bool("from-logs", false, "run nothing: print the matrix of the logs the last run kept in kernel-tests/cache/logs")
 	if err := fs.Parse(args); err != nil || fs.NArg() > 0 {
 		return 64
@@ -77,7 +81,7 @@ func run(args []string) int {
 		return 1
 	}
 	cfg := config{repo: repo, cache: filepath.Join(repo, "kernel-tests", "cache"), host: *host, markdown: *markdown,
-		jobs: max(*jobs, 1), timeout: *timeout, memory: "1G", verbose: *verbose, testV: *testV, suites: *suites, nostatx: *nostatx}
+		jobs: max(*jobs, 1), timeout: *timeout, memory: "1G", cpu: *cpu, verbose: *verbose, testV: *testV, suites: *suites, nostatx: *nostatx, hostPlain: *hostPlain}
 	if !slices.Contains([]string{"oldest", "all", "none"}, cfg.nostatx) {
 		fmt.Fprintf(os.Stderr, "kernel-tests: -nostatx %q: want oldest, all or none\n", cfg.nostatx)
 		return 64
@@ -141,6 +145,15 @@ func seriesList() string {
 	return strings.Join(s, ",")
 }
 
+// modulePath is the module's path, which prefixes its packages' import paths.
+func modulePath() (string, error) {
+	out, err := exec.Command("go", "list", "-m").Output()
+	if err != nil {
+		return "", fmt.Errorf("find the module's path with go list -m: %w", err)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
 func repoRoot() (string, error) {
 	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}").Output()
 	if err != nil {
@@ -151,11 +164,12 @@ func repoRoot() (string, error) {
 
 // guestOptions change what a guest runs (or guest.sh on the host).
 type guestOptions struct {
-	inject  string // "fail" or "panic"
-	verbose bool   // -test.v
-	noPlain bool   // only the nostatx pass (see passes)
-	suites  string // comma-separated suites (default: all)
-	nostatx string // comma-separated nostatx suites; "-" for none
+	inject        string // "fail" or "panic"
+	verbose       bool   // -test.v
+	noPlain       bool   // only the nostatx pass (see passes)
+	noPlainSuites bool   // the plain pass's probe, not its suites (the host's, with -host-plain)
+	suites        string // comma-separated suites (default: all)
+	nostatx       string // comma-separated nostatx suites; "-" for none
 }
 
 // guestOptions are what the guest of kernel k (the zero Kernel for the
@@ -189,6 +203,8 @@ func (o guestOptions) env() []string {
 	}
 	if o.noPlain {
 		s = append(s, "KT_PLAIN=0")
+	} else if o.noPlainSuites {
+		s = append(s, "KT_PLAIN=probe")
 	}
 	if o.suites != "" {
 		s = append(s, "KT_SUITES="+strings.ReplaceAll(o.suites, ",", " "))
@@ -231,7 +247,12 @@ type variant struct {
 // guests in parallel, the host (with the first variant's options) too.
 // The columns come by variant, then kernel.
 func matrix(cfg config, variants ...variant) ([]*Column, error) {
+	// A run of the host alone builds elsewhere: scripts/test starts one
+	// while another run's guests are booting.
 	binDir := filepath.Join(cfg.cache, "bin")
+	if len(cfg.kernels) == 0 {
+		binDir = filepath.Join(cfg.cache, "bin-host")
+	}
 	os.RemoveAll(binDir)
 	logf("building the test binaries")
 	build := exec.Command(filepath.Join(cfg.repo, "kernel-tests", "build.sh"), binDir)
@@ -282,14 +303,12 @@ func matrix(cfg config, variants ...variant) ([]*Column, error) {
 	}
 	parts := make([]*Column, len(guests))
 	var wg sync.WaitGroup
-	sem := make(chan struct{}, cfg.jobs)
-	for i, g := range guests {
-		wg.Go(func() {
-			sem <- struct{}{}
-			defer func() { <-sem }()
+	wg.Go(func() {
+		inOrder(len(guests), cfg.jobs, func(i int) {
+			g := guests[i]
 			parts[i] = bootGuest(cfg, g.name, g.x, g.initrd, g.opt)
 		})
-	}
+	})
 	var hostCol *Column
 	if cfg.host {
 		hostCol = runHost(cfg, binDir, cfg.guestOptions(variants[0].opt, Kernel{}))
@@ -333,11 +352,25 @@ func logf(format string, a ...any) {
 	fmt.Fprintf(os.Stderr, "kernel-tests: "+format+"\n", a...)
 }
 
-// runHost runs guest.sh on the host kernel.
+// runHost runs guest.sh on the host kernel. With cfg.hostPlain its plain
+// pass is read from go test's output and guest.sh runs only the probe and
+// the nostatx pass.
 func runHost(cfg config, binDir string, opt guestOptions) *Column {
-	logf("host: running the suites")
 	start := time.Now()
 	var log bytes.Buffer
+	if cfg.hostPlain != "" {
+		plain, err := readHostPlain(cfg, binDir)
+		if err != nil {
+			col := parseLog("host", strings.NewReader(""))
+			col.Problems = append(col.Problems, err.Error())
+			return col
+		}
+		logf("host: the plain pass is go test's in %s; running the probe and the nostatx pass", cfg.hostPlain)
+		log.Write(plain)
+		opt.noPlainSuites = true
+	} else {
+		logf("host: running the suites")
+	}
 	cmd := exec.Command("sh", filepath.Join(cfg.repo, "kernel-tests", "guest.sh"), binDir)
 	cmd.Stdout, cmd.Stderr = &log, &log
 	cmd.Env = append(os.Environ(), opt.env()...)
@@ -378,7 +411,7 @@ func bootGuest(cfg config, name string, x Extracted, initrd string, opt guestOpt
 	// (panics) and alerts reach the console.
 	appendLine := "console=ttyS0 panic=-1 oops=panic loglevel=2 " + opt.cmdline()
 	cmd := exec.CommandContext(ctx, "qemu-system-x86_64",
-		"-accel", "tcg", "-cpu", "max", "-m", cfg.memory, "-smp", "1",
+		"-accel", "tcg", "-cpu", cfg.cpu, "-m", cfg.memory, "-smp", "1",
 		"-nographic", "-no-reboot", "-nic", "none",
 		"-kernel", x.Vmlinuz, "-initrd", initrd, "-append", strings.TrimSpace(appendLine),
 		// The scratch disk is thrown away: its flushes need not reach the host's disk.

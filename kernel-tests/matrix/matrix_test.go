@@ -7,7 +7,9 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/layerseal/layerseal/internal/privtest"
 )
@@ -290,5 +292,70 @@ func TestSchedule(t *testing.T) {
 	schedule(g, cfg)
 	if want := []string{"6.1", "5.10", "6.12", "5.10-nostatx"}; !slices.Equal(names(g), want) {
 		t.Errorf("with logs: %q, want %q", names(g), want)
+	}
+}
+
+// TestHostPlainLog: go test's summary lines become the host's plain cells,
+// a failed or missing package a failed cell, the report its reports.
+func TestHostPlainLog(t *testing.T) {
+	const mod = "example.com/m"
+	out := "=== RUN   TestX\n" +
+		"ok  \texample.com/m\t12.6s\n" +
+		"ok  \texample.com/m/cmd/tool\t101.2s\n" +
+		"--- FAIL: TestY (0.01s)\n" +
+		"FAIL\texample.com/m/overlay\t3.0s\n" +
+		"FAIL\texample.com/m/probe [build failed]\n" +
+		"ok  \texample.com/m/attest\t1.0s\n" +
+		"ok  \texample.com/other/nsrun\t1.0s\n"
+	suites := []string{"cmd-tool", "nsrun", "overlay", "probe", "root"}
+	log := hostPlainLog(strings.NewReader(out), []byte("verify-exit 0\nincomplete -\n"), mod, suites)
+	c := parseLog("host", strings.NewReader(string(log)+"@@kt end\n"))
+	want := map[string]Cell{
+		"plain root":     {Pass: true, Seconds: 13},
+		"plain cmd-tool": {Pass: true, Seconds: 101},
+		"plain overlay":  {Exit: 1, Seconds: 3},
+		"plain probe":    {Exit: 1},
+		"plain nsrun":    {Exit: 127}, // another module's nsrun is not this one's
+	}
+	if len(c.Cells) != len(want) {
+		t.Errorf("cells %+v, want %+v", c.Cells, want)
+	}
+	for k, w := range want {
+		if got := c.Cells[k]; got != w {
+			t.Errorf("cell %q: %+v, want %+v", k, got, w)
+		}
+	}
+	if c.Reports["plain"]["from"] != "go-test" || c.Reports["plain"]["verify-exit"] != "0" || c.Reports["plain"]["incomplete"] != "-" {
+		t.Errorf("reports %q", c.Reports)
+	}
+	if !c.Failed() {
+		t.Errorf("a column with failed go test packages is not failed")
+	}
+}
+
+// TestInOrder: the guests start in the order schedule chose, at most jobs
+// at once.
+func TestInOrder(t *testing.T) {
+	for _, jobs := range []int{1, 2} {
+		var mu sync.Mutex
+		var started []int
+		running, most := 0, 0
+		inOrder(30, jobs, func(i int) {
+			mu.Lock()
+			started = append(started, i)
+			running++
+			most = max(most, running)
+			mu.Unlock()
+			time.Sleep(time.Millisecond)
+			mu.Lock()
+			running--
+			mu.Unlock()
+		})
+		if jobs == 1 && !slices.IsSorted(started) || len(started) != 30 {
+			t.Errorf("jobs %d: started %v, want 0 to 29 in order", jobs, started)
+		}
+		if most > jobs {
+			t.Errorf("jobs %d: %d ran at once", jobs, most)
+		}
 	}
 }

@@ -119,6 +119,15 @@ func lines(cols []*Column) [][]string {
 		}
 		return "-"
 	})
+	// Tests guest.sh runs on no kernel: go test runs them on the host.
+	add("suite", "not run: kernel-independent", func(c *Column) string {
+		for _, mode := range []string{"plain", "nostatx"} {
+			if v, ok := c.Reports[mode]["kernel-independent"]; ok {
+				return v
+			}
+		}
+		return "-"
+	})
 	add("guest", "end marker", func(c *Column) string {
 		if c.Ended {
 			return "seen"
@@ -184,6 +193,12 @@ func writeFailure(w io.Writer, c *Column) {
 // then the matrix.
 func writeMarkdown(w io.Writer, cols []*Column) {
 	fmt.Fprint(w, markdownHead)
+	for _, c := range cols {
+		if c.Reports["plain"]["from"] == "go-test" {
+			fmt.Fprintf(w, "The %s column's plain rows are the results of scripts/test's own run of\n"+
+				"`go test ./...` as root on that kernel, in full (without `-test.short`).\n\n", c.Name)
+		}
+	}
 	ls := lines(cols)
 	fmt.Fprintln(w, "| "+strings.Join(ls[0][1:], " | ")+" |")
 	fmt.Fprintln(w, "|"+strings.Repeat(" --- |", len(ls[0])-1))
@@ -227,8 +242,10 @@ layerseal does follows from what was found.
 Rows are test suites (packages) run as root with ` + "`LAYERSEAL_PRIVILEGED=1`" + ` and
 ` + "`-test.short`" + `; "(nostatx)" rows ran again under a seccomp filter that makes statx
 fail with ENOSYS, as on kernels before 4.11, on the host and the oldest kernel
-only (` + "`kernel-tests/run -nostatx all`" + ` runs them everywhere). The probe rows are the guest's own
-findings; the session rows are what an end-to-end session
+only (` + "`kernel-tests/run -nostatx all`" + ` runs them everywhere). The tests in
+the row "not run: kernel-independent" (signature algorithms and formats,
+proofs, the transparency log, printed reports) run on the host only, in
+scripts/test's ` + "`go test ./...`" + `. The probe rows are the guest's own findings; the session rows are what an end-to-end session
 (kernel-tests/session_test.go) saw: the pinned overlay options the kernel
 refused (and the launch record lists as missing), verify's exit code and the
 statement's incompleteness reasons.

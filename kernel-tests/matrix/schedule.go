@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 )
 
 // guestRun is one guest to boot: a kernel and what it runs there.
@@ -69,4 +70,20 @@ func boolInt(b bool) int {
 		return 1
 	}
 	return 0
+}
+
+// inOrder calls f(0) to f(n-1), at most jobs at once, each starting in
+// that order: the order schedule chose, so that the longest guests boot
+// first (goroutines that each wait for a slot would take them in any order).
+func inOrder(n, jobs int, f func(i int)) {
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, max(jobs, 1))
+	for i := range n {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			f(i)
+		})
+	}
+	wg.Wait()
 }
