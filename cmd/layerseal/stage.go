@@ -115,6 +115,10 @@ func applyCommand() *cli.Command {
 				fmt.Fprintf(os.Stderr, "layerseal: left %s as it is: %s\n", p, printable(why))
 			}}
 			opt.Only, opt.Except = only, except
+			// The applied session's upper layer is removed in the
+			// background: on a large change set that takes about as
+			// long as the apply itself.
+			opt.LeaveRemoval = true
 			switch {
 			case cmd.Bool("force") && len(paths) == 0:
 				opt.Force = true
@@ -123,7 +127,8 @@ func applyCommand() *cli.Command {
 			case cmd.Bool("skip"):
 				opt.Skip = paths
 			}
-			st, err := storeOf(cmd).Apply(cmd.Args().First(), opt)
+			store := storeOf(cmd)
+			st, err := store.Apply(cmd.Args().First(), opt)
 			prog.end()
 			if err != nil {
 				return exitWith(exitFailed, err)
@@ -136,6 +141,13 @@ func applyCommand() *cli.Command {
 				msg = fmt.Sprintf("layerseal: partly applied: everything but %d skipped path(s) and what lies beneath them (kept in the state dir)", len(opt.Skip))
 			}
 			fmt.Fprintln(os.Stderr, msg)
+			if dir := store.Pruning(); dir != "" {
+				if removeInBackground(store.Dir()) {
+					fmt.Fprintf(os.Stderr, "layerseal: the session's upper layer is being removed in the background from %s (if that stops, `layerseal sessions --prune` finishes it)\n", dir)
+				} else if err := store.RemovePruned(); err != nil {
+					fmt.Fprintf(os.Stderr, "layerseal: the session's upper layer could not be removed from %s (%v): `layerseal sessions --prune` removes it\n", dir, err)
+				}
+			}
 			if layerseal.Unexamined(st) {
 				fmt.Fprintf(os.Stderr, "layerseal: parts of the change set were not examined, so not applied; they stay in the session's state dir:\n")
 				for _, r := range st.Incomplete {
