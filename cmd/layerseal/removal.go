@@ -2,10 +2,14 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"os/exec"
 	"syscall"
 
 	"github.com/urfave/cli/v3"
+
+	"github.com/layerseal/layerseal"
 )
 
 // removePrunedCommand is what `apply` starts in the background: it removes
@@ -46,4 +50,20 @@ func removeInBackground(dir string) bool {
 	}
 	c.Process.Release()
 	return true
+}
+
+// removeLeftLayers removes what an apply left in the state dir's pruning
+// dir (an applied session's upper layer) in the background, and says so
+// and where; if it cannot start that, it removes it before returning.
+func removeLeftLayers(store *layerseal.Store) {
+	dir := store.Pruning()
+	switch {
+	case dir == "":
+	case removeInBackground(store.Dir()):
+		fmt.Fprintf(os.Stderr, "layerseal: the session's upper layer is being removed in the background from %s (if that stops, `layerseal sessions --prune` finishes it)\n", dir)
+	default:
+		if err := store.RemovePruned(); err != nil {
+			fmt.Fprintf(os.Stderr, "layerseal: the session's upper layer could not be removed from %s (%v): `layerseal sessions --prune` removes it\n", dir, err)
+		}
+	}
 }

@@ -141,13 +141,7 @@ func applyCommand() *cli.Command {
 				msg = fmt.Sprintf("layerseal: partly applied: everything but %d skipped path(s) and what lies beneath them (kept in the state dir)", len(opt.Skip))
 			}
 			fmt.Fprintln(os.Stderr, msg)
-			if dir := store.Pruning(); dir != "" {
-				if removeInBackground(store.Dir()) {
-					fmt.Fprintf(os.Stderr, "layerseal: the session's upper layer is being removed in the background from %s (if that stops, `layerseal sessions --prune` finishes it)\n", dir)
-				} else if err := store.RemovePruned(); err != nil {
-					fmt.Fprintf(os.Stderr, "layerseal: the session's upper layer could not be removed from %s (%v): `layerseal sessions --prune` removes it\n", dir, err)
-				}
-			}
+			removeLeftLayers(store)
 			if layerseal.Unexamined(st) {
 				fmt.Fprintf(os.Stderr, "layerseal: parts of the change set were not examined, so not applied; they stay in the session's state dir:\n")
 				for _, r := range st.Incomplete {
