@@ -84,6 +84,15 @@ type ApplyOptions struct {
 	// an error from it (an interrupt) stops the apply at that safe point;
 	// the apply is journaled, and running it again finishes it.
 	Stop func() error
+	// LeaveRemoval, once the change set is applied in full, moves the
+	// session's upper layer out of it into the state dir's pruning dir
+	// rather than removing it: a rename, after the workspace is synced
+	// and the journal says applied, so nothing of the change set depends
+	// on it any more. The caller then removes it with RemovePruned while
+	// the user goes on (removing a large upper layer takes as long as
+	// applying it); until then the space stays used there, and Prune
+	// also removes it.
+	LeaveRemoval bool
 }
 
 // Journal states, kept in the session's state dir (journalFile).
@@ -466,6 +475,9 @@ func (s *staged) apply(out string, opt ApplyOptions) error {
 	}
 	if unexamined(s.st.Incomplete) || len(skipped) > 0 {
 		return nil // what was not applied stays in the upper layer
+	}
+	if opt.LeaveRemoval {
+		return s.dir.retireLayers()
 	}
 	return s.dir.dropLayers()
 }

@@ -3,6 +3,7 @@ package layerseal
 import (
 	"crypto/ed25519"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/layerseal/layerseal/attest"
 	"github.com/layerseal/layerseal/internal/privtest"
+	"github.com/layerseal/layerseal/policy"
 )
 
 // storeFixture makes sessions in a state dir by hand, as runs leave them.
@@ -248,5 +250,58 @@ func TestUnreadableRecord(t *testing.T) {
 	}
 	if _, err := os.Lstat(rec); err != nil {
 		t.Errorf("the unreadable session was pruned: %v", err)
+	}
+}
+
+// TestApplyLeaveRemoval: with LeaveRemoval an apply moves the session's
+// upper layer, whole, into the pruning dir after the journal says applied;
+// RemovePruned, or failing that the next Prune, removes it there.
+func TestApplyLeaveRemoval(t *testing.T) {
+	privtest.Require(t)
+	for _, finish := range []string{"RemovePruned", "Prune"} {
+		t.Run(finish, func(t *testing.T) {
+			ws, state := t.TempDir(), filepath.Join(t.TempDir(), "state")
+			res := runAgent(t, ws, state, attest.Policy{Apply: policy.ApplyStage}, "mkdir d; echo b > d/b; echo a > a")
+			store := OpenStore(state)
+			id := res.Statement.SessionID
+			if store.Pruning() != "" {
+				t.Fatalf("the pruning dir holds something before the apply")
+			}
+			if _, err := store.Apply(id, ApplyOptions{LeaveRemoval: true}); err != nil {
+				t.Fatal(err)
+			}
+			if b, err := os.ReadFile(filepath.Join(ws, "d/b")); err != nil || string(b) != "b\n" {
+				t.Errorf("d/b in the workspace: %q, %v", b, err)
+			}
+			d := store.session(id)
+			if j, err := d.readJournal(); err != nil || j == nil || j.State != journalApplied {
+				t.Errorf("journal %+v, %v; want applied", j, err)
+			}
+			for _, p := range []string{d.upper(), d.work()} {
+				if _, err := os.Lstat(p); !errors.Is(err, os.ErrNotExist) {
+					t.Errorf("%s is still in the session: %v", p, err)
+				}
+			}
+			moved := filepath.Join(state, pruningDir, id+".layers")
+			if b, err := os.ReadFile(filepath.Join(moved, "upper", "d", "b")); err != nil || string(b) != "b\n" {
+				t.Errorf("the upper layer was not moved whole to %s: %q, %v", moved, b, err)
+			}
+			if got := store.Pruning(); got != filepath.Join(state, pruningDir) {
+				t.Errorf("Pruning() = %q with the layers there", got)
+			}
+			if _, err := store.Apply(id, ApplyOptions{LeaveRemoval: true}); !errors.Is(err, ErrAlreadyApplied) {
+				t.Errorf("second apply: %v, want ErrAlreadyApplied", err)
+			}
+			if finish == "RemovePruned" {
+				if err := store.RemovePruned(); err != nil {
+					t.Fatal(err)
+				}
+			} else if _, err := store.Prune(PruneOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			if left, _ := filepath.Glob(filepath.Join(state, pruningDir, "*")); len(left) > 0 || store.Pruning() != "" {
+				t.Errorf("left in the pruning dir after %s: %v", finish, left)
+			}
+		})
 	}
 }

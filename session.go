@@ -68,6 +68,10 @@ type RunConfig struct {
 	// statement is signed, then for each step of the apply (see
 	// ApplyOptions.Progress).
 	Progress func(step string, p attest.Path)
+	// LeaveRemoval, when the change set is applied, leaves the session's
+	// upper layer in the state dir's pruning dir for the caller to remove
+	// with Store.RemovePruned (see ApplyOptions.LeaveRemoval).
+	LeaveRemoval bool
 }
 
 // RunResult is what a session produced.

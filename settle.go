@@ -29,7 +29,7 @@ func (s *session) settle(env []byte, st *attest.Statement, excluded *subtrees, j
 	}
 	sg := &staged{dir: s.dir, rec: s.rec, env: env, st: st, launch: s.launchRec, ws: s.wsDir, r: s.reader, excluded: excluded}
 	var changed *WorkspaceChangedError
-	if err := sg.apply(s.out, ApplyOptions{Stop: s.intr.stop, Progress: s.cfg.Progress}); errors.As(err, &changed) {
+	if err := sg.apply(s.out, ApplyOptions{Stop: s.intr.stop, Progress: s.cfg.Progress, LeaveRemoval: s.cfg.LeaveRemoval}); errors.As(err, &changed) {
 		s.log("%v", err)
 		return false, nil
 	} else if err != nil {

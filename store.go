@@ -45,6 +45,9 @@ const (
 //	DIR/locks/*.lock              one flock'ed file per workspace in use
 //	DIR/locks/.guard              flock'ed while the locks are listed or taken
 //	DIR/pruning/ID                a session being removed by Prune
+//	DIR/pruning/ID.layers         an applied session's upper layer and work
+//	                              dir, left for RemovePruned (see
+//	                              ApplyOptions.LeaveRemoval)
 //	DIR/kernel-features.json      the overlay trial mounts' findings for
 //	                              this boot (probe.DetectCached), 0600
 //
@@ -102,6 +105,52 @@ func (d sessionDir) record() string { return filepath.Join(string(d), "session.j
 // layer is otherwise much of an apply's time.
 func (d sessionDir) dropLayers() error {
 	return errors.Join(removetree.RemoveAll(d.upper()), removetree.RemoveAll(d.work()))
+}
+
+// retireLayers moves the session's upper layer and overlay work dir into
+// the state dir's pruning dir, as ID.layers, where RemovePruned (or the
+// next Prune) removes them: two renames, however large the upper layer.
+// Whatever it cannot move (another filesystem, a name already taken) it
+// removes at once, as dropLayers does.
+func (d sessionDir) retireLayers() error {
+	to := filepath.Join(d.stateDir(), pruningDir, filepath.Base(string(d))+".layers")
+	err := os.MkdirAll(to, 0o700)
+	for _, p := range []string{d.upper(), d.work()} {
+		if err == nil {
+			err = os.Rename(p, filepath.Join(to, filepath.Base(p)))
+		}
+		if errors.Is(err, os.ErrNotExist) {
+			err = nil
+		}
+	}
+	if err != nil {
+		return d.dropLayers()
+	}
+	return nil
+}
+
+// Pruning returns the state dir's pruning dir when it holds something
+// RemovePruned would remove, else "".
+func (s *Store) Pruning() string {
+	dir := filepath.Join(s.dir, pruningDir)
+	if !holds(dir) {
+		return ""
+	}
+	return dir
+}
+
+// RemovePruned removes what the state dir's pruning dir holds: the
+// layers applies left there (ApplyOptions.LeaveRemoval) and whatever an
+// interrupted Prune left. It is safe to run beside any other command;
+// `layerseal apply` runs it in the background.
+func (s *Store) RemovePruned() error {
+	left, err := filepath.Glob(filepath.Join(s.dir, pruningDir, "*"))
+	for _, p := range left {
+		if rerr := removetree.RemoveAll(p); rerr != nil {
+			err = errors.Join(err, fmt.Errorf("remove %q: %w", p, rerr))
+		}
+	}
+	return err
 }
 
 // stateDir is the state dir holding d (DIR of DIR/sessions/ID).

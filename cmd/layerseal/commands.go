@@ -101,6 +101,9 @@ func runCommand() *cli.Command {
 			}
 			prog := startProgress()
 			cfg.Progress = progressFunc(prog)
+			// An applied session's upper layer is removed in the
+			// background (removeLeftLayers, below).
+			cfg.LeaveRemoval = true
 			res, err := layerseal.Run(cfg)
 			prog.end()
 			var setup *layerseal.SetupError
@@ -130,6 +133,9 @@ func runCommand() *cli.Command {
 			reportPolicy(st)
 			if n := layerseal.GitChanges(st); n > 0 {
 				fmt.Fprintf(os.Stderr, "layerseal: warning: %s\n", strings.Replace(gitWarning(n), "OUT", cmd.String("out"), 1))
+			}
+			if res.Applied {
+				removeLeftLayers(storeOf(cmd))
 			}
 			if !res.Applied {
 				ref := sessionArgs(cmd, st.SessionID)

@@ -83,6 +83,7 @@ func runCLI(ctx context.Context, args []string) int {
 			probeCommand(),
 			logCommand(),
 			witnessCommand(),
+			removePrunedCommand(),
 		},
 		ExitErrHandler: func(context.Context, *cli.Command, error) {},
 		OnUsageError: func(_ context.Context, _ *cli.Command, err error, _ bool) error {

@@ -115,6 +115,10 @@ func applyCommand() *cli.Command {
 				fmt.Fprintf(os.Stderr, "layerseal: left %s as it is: %s\n", p, printable(why))
 			}}
 			opt.Only, opt.Except = only, except
+			// The applied session's upper layer is removed in the
+			// background: on a large change set that takes about as
+			// long as the apply itself.
+			opt.LeaveRemoval = true
 			switch {
 			case cmd.Bool("force") && len(paths) == 0:
 				opt.Force = true
@@ -123,7 +127,8 @@ func applyCommand() *cli.Command {
 			case cmd.Bool("skip"):
 				opt.Skip = paths
 			}
-			st, err := storeOf(cmd).Apply(cmd.Args().First(), opt)
+			store := storeOf(cmd)
+			st, err := store.Apply(cmd.Args().First(), opt)
 			prog.end()
 			if err != nil {
 				return exitWith(exitFailed, err)
@@ -136,6 +141,7 @@ func applyCommand() *cli.Command {
 				msg = fmt.Sprintf("layerseal: partly applied: everything but %d skipped path(s) and what lies beneath them (kept in the state dir)", len(opt.Skip))
 			}
 			fmt.Fprintln(os.Stderr, msg)
+			removeLeftLayers(store)
 			if layerseal.Unexamined(st) {
 				fmt.Fprintf(os.Stderr, "layerseal: parts of the change set were not examined, so not applied; they stay in the session's state dir:\n")
 				for _, r := range st.Incomplete {

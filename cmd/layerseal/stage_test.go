@@ -159,6 +159,45 @@ mkdir -p node_modules/pkg/lib; printf 12345 > node_modules/pkg/lib/a.js; printf 
 	}
 }
 
+// TestApplyRemovesInBackground: apply, and run when it applies, return
+// once the workspace is applied and durable, say that the session's upper
+// layer is being removed in the background and where, and that removal
+// empties the state dir's pruning dir without anyone waiting for it.
+func TestApplyRemovesInBackground(t *testing.T) {
+	e := newEnv(t)
+	write(t, e.ws, baseTree)
+	pruning := filepath.Join(e.state, "pruning")
+	check := func(what, msg string) {
+		t.Helper()
+		if !strings.Contains(msg, "being removed in the background from "+pruning) {
+			t.Errorf("%s does not say where the upper layer is being removed:\n%s", what, msg)
+		}
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			left, _ := filepath.Glob(filepath.Join(pruning, "*"))
+			if len(left) == 0 {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("after %s the pruning dir still holds %v 30 s later", what, left)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	out, view := e.stagedRun("s1", `mkdir -p big; for i in $(seq 200); do echo $i > big/$i; done; echo changed > file.txt`)
+	check("apply", e.mustCLI(0, "apply", "--state-dir", e.state, out))
+	if d := treediff.Equal(view, e.manifest()); d != "" {
+		t.Errorf("after apply the workspace differs from the agent's view: %s", d)
+	}
+
+	msg := e.mustCLI(0, "run", "--workspace", e.ws, "--key", e.key, "--out", filepath.Join(e.dir, "run"), "--state-dir", e.state,
+		"--", "/bin/sh", "-ec", "echo run > file.txt")
+	check("run", msg)
+	if b, err := os.ReadFile(filepath.Join(e.ws, "file.txt")); err != nil || string(b) != "run\n" {
+		t.Errorf("file.txt after the run: %q, %v", b, err)
+	}
+}
+
 // TestSweepProtected: changes to protected paths — deleted, renamed,
 // chmodded, replaced under an opaque directory, a new ignored .env — are
 // reverted before apply and recorded; everything else is applied; an
