@@ -84,16 +84,22 @@ type ApplyOptions struct {
 	// an error from it (an interrupt) stops the apply at that safe point;
 	// the apply is journaled, and running it again finishes it.
 	Stop func() error
-	// LeaveRemoval, once the change set is applied in full, moves the
-	// session's upper layer out of it into the state dir's pruning dir
-	// rather than removing it: a rename, after the workspace is synced
-	// and the journal says applied, so nothing of the change set depends
-	// on it any more. The caller then removes it with RemovePruned while
-	// the user goes on (removing a large upper layer takes as long as
-	// applying it); until then the space stays used there, and Prune
-	// also removes it.
+	// LeaveRemoval, once a change set of at least LeaveRemovalMin
+	// entries is applied in full, moves the session's upper layer out of
+	// it into the state dir's pruning dir rather than removing it: a
+	// rename, after the workspace is synced and the journal says applied,
+	// so nothing of the change set depends on it any more. The caller
+	// then removes it with RemovePruned while the user goes on (removing
+	// a large upper layer takes as long as applying it); until then the
+	// space stays used there, and Prune also removes it. A smaller upper
+	// layer is removed at once, as without LeaveRemoval.
 	LeaveRemoval bool
 }
+
+// LeaveRemovalMin is the fewest entries of a change set whose upper layer
+// ApplyOptions.LeaveRemoval leaves for later: below it, removal takes a
+// fraction of a second, not worth a process of its own.
+const LeaveRemovalMin = 2000
 
 // Journal states, kept in the session's state dir (journalFile).
 const (
@@ -476,7 +482,7 @@ func (s *staged) apply(out string, opt ApplyOptions) error {
 	if unexamined(s.st.Incomplete) || len(skipped) > 0 {
 		return nil // what was not applied stays in the upper layer
 	}
-	if opt.LeaveRemoval {
+	if opt.LeaveRemoval && len(s.st.Entries) >= LeaveRemovalMin {
 		return s.dir.retireLayers()
 	}
 	return s.dir.dropLayers()

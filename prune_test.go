@@ -4,6 +4,7 @@ import (
 	"crypto/ed25519"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -261,7 +262,7 @@ func TestApplyLeaveRemoval(t *testing.T) {
 	for _, finish := range []string{"RemovePruned", "Prune"} {
 		t.Run(finish, func(t *testing.T) {
 			ws, state := t.TempDir(), filepath.Join(t.TempDir(), "state")
-			res := runAgent(t, ws, state, attest.Policy{Apply: policy.ApplyStage}, "mkdir d; echo b > d/b; echo a > a")
+			res := runAgent(t, ws, state, attest.Policy{Apply: policy.ApplyStage}, fmt.Sprintf("mkdir d many; echo b > d/b; echo a > a; cd many; seq %d | xargs touch", LeaveRemovalMin))
 			store := OpenStore(state)
 			id := res.Statement.SessionID
 			if store.Pruning() != "" {

@@ -63,6 +63,9 @@ func sessionsCommand() *cli.Command {
 				return nil
 			}
 			writeSessions(os.Stdout, list, useColor(cmd))
+			if dir := storeOf(cmd).Pruning(); dir != "" {
+				fmt.Printf("# %s holds upper layers of applied or pruned sessions, being removed (`layerseal sessions --prune` finishes it if that stopped)\n", attest.Path(dir))
+			}
 			return nil
 		},
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/go-json-experiment/json"
 	"golang.org/x/sys/unix"
 
+	"github.com/layerseal/layerseal"
 	"github.com/layerseal/layerseal/attest"
 	"github.com/layerseal/layerseal/internal/treediff"
 )
@@ -184,17 +185,41 @@ func TestApplyRemovesInBackground(t *testing.T) {
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
-	out, view := e.stagedRun("s1", `mkdir -p big; for i in $(seq 200); do echo $i > big/$i; done; echo changed > file.txt`)
+	many := fmt.Sprintf("mkdir -p big; cd big; seq %d | xargs touch; cd ..; ", layerseal.LeaveRemovalMin)
+	out, view := e.stagedRun("s1", many+`echo changed > file.txt`)
 	check("apply", e.mustCLI(0, "apply", "--state-dir", e.state, out))
 	if d := treediff.Equal(view, e.manifest()); d != "" {
 		t.Errorf("after apply the workspace differs from the agent's view: %s", d)
 	}
 
 	msg := e.mustCLI(0, "run", "--workspace", e.ws, "--key", e.key, "--out", filepath.Join(e.dir, "run"), "--state-dir", e.state,
-		"--", "/bin/sh", "-ec", "echo run > file.txt")
+		"--", "/bin/sh", "-ec", "mkdir run; cd run; "+many+"echo run > ../file.txt")
 	check("run", msg)
 	if b, err := os.ReadFile(filepath.Join(e.ws, "file.txt")); err != nil || string(b) != "run\n" {
 		t.Errorf("file.txt after the run: %q, %v", b, err)
+	}
+
+	// A small change set's upper layer is removed at once, without a word.
+	msg = e.mustCLI(0, "run", "--workspace", e.ws, "--key", e.key, "--out", filepath.Join(e.dir, "small"), "--state-dir", e.state,
+		"--", "/bin/sh", "-ec", "echo small > file.txt")
+	if strings.Contains(msg, "background") {
+		t.Errorf("a run of one change left its upper layer to the background:\n%s", msg)
+	}
+	if left, _ := filepath.Glob(filepath.Join(pruning, "*")); len(left) > 0 {
+		t.Errorf("a run of one change left %v in the pruning dir", left)
+	}
+
+	// A removal that stopped: sessions says where the space is and what
+	// finishes it, and --prune does.
+	if err := os.MkdirAll(filepath.Join(pruning, "stopped.layers", "upper"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if msg := e.mustCLI(0, "sessions", "--state-dir", e.state); !strings.Contains(msg, pruning+" holds upper layers") || !strings.Contains(msg, "sessions --prune") {
+		t.Errorf("sessions with a removal left over:\n%s", msg)
+	}
+	e.mustCLI(0, "sessions", "--prune", "--state-dir", e.state)
+	if left, _ := filepath.Glob(filepath.Join(pruning, "*")); len(left) > 0 {
+		t.Errorf("sessions --prune left %v in the pruning dir", left)
 	}
 }
 
