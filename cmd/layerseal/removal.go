@@ -45,6 +45,7 @@ func removePrunedCommand() *cli.Command {
 func removeInBackground(dir string) bool {
 	c := exec.Command("/proc/self/exe", "remove-pruned", "--state-dir", dir)
 	c.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	c.Dir = "/" // holds no directory of the user's busy
 	if err := c.Start(); err != nil {
 		return false
 	}
