@@ -24,7 +24,7 @@ func sessionsCommand() *cli.Command {
 		Flags: []cli.Flag{
 			stateDirFlag(),
 			&cli.BoolFlag{Name: "json", Usage: "print JSON"},
-			&cli.BoolFlag{Name: "prune", Usage: "remove the records of finished (applied or discarded) sessions, never a running one; output dirs stay"},
+			&cli.BoolFlag{Name: "prune", Usage: "remove the records of finished (applied or discarded) sessions, never a running one, and what the pruning dir still holds; output dirs stay"},
 			&cli.StringFlag{Name: "older-than", Usage: "with --prune: only sessions that finished longer ago than this (90m, 36h, 7d)"},
 			&cli.BoolFlag{Name: "force", Usage: "with --prune: remove staged and interrupted sessions too, with their change sets"},
 			colorFlag(),
