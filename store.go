@@ -113,7 +113,7 @@ func (d sessionDir) dropLayers() error {
 // Whatever it cannot move (another filesystem, a name already taken) it
 // removes at once, as dropLayers does.
 func (d sessionDir) retireLayers() error {
-	to := filepath.Join(d.stateDir(), pruningDir, filepath.Base(string(d))+".layers")
+	to := retiredPath(d.stateDir(), filepath.Base(string(d)))
 	err := os.MkdirAll(to, 0o700)
 	for _, p := range []string{d.upper(), d.work()} {
 		if err == nil {
@@ -127,6 +127,20 @@ func (d sessionDir) retireLayers() error {
 		return d.dropLayers()
 	}
 	return nil
+}
+
+// retiredPath is where retireLayers moves session id's layers in the
+// state dir dir.
+func retiredPath(dir, id string) string { return filepath.Join(dir, pruningDir, id+".layers") }
+
+// Retired returns where an apply with LeaveRemoval left session id's
+// upper layer for RemovePruned, or "" when it left none there.
+func (s *Store) Retired(id string) string {
+	p := retiredPath(s.dir, id)
+	if _, err := os.Lstat(p); err != nil {
+		return ""
+	}
+	return p
 }
 
 // Pruning returns the state dir's pruning dir when it holds something

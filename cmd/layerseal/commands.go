@@ -135,9 +135,8 @@ func runCommand() *cli.Command {
 				fmt.Fprintf(os.Stderr, "layerseal: warning: %s\n", strings.Replace(gitWarning(n), "OUT", cmd.String("out"), 1))
 			}
 			if res.Applied {
-				removeLeftLayers(storeOf(cmd))
-			}
-			if !res.Applied {
+				removeLeftLayers(storeOf(cmd), st.SessionID)
+			} else {
 				ref := sessionArgs(cmd, st.SessionID)
 				fmt.Fprintf(os.Stderr, "layerseal: staged, not applied: `layerseal diff %s` shows it; `layerseal apply %s` or `layerseal discard %s`\n", ref, ref, ref)
 			}

@@ -53,11 +53,12 @@ func removeInBackground(dir string) bool {
 	return true
 }
 
-// removeLeftLayers removes what an apply left in the state dir's pruning
-// dir (an applied session's upper layer) in the background, and says so
-// and where; if it cannot start that, it removes it before returning.
-func removeLeftLayers(store *layerseal.Store) {
-	dir := store.Pruning()
+// removeLeftLayers removes the upper layer the apply of session id left
+// in the state dir's pruning dir, if it left one, in the background, and
+// says so and where; if it cannot start that, it removes it before
+// returning.
+func removeLeftLayers(store *layerseal.Store, id string) {
+	dir := store.Retired(id)
 	switch {
 	case dir == "":
 	case removeInBackground(store.Dir()):

@@ -141,7 +141,7 @@ func applyCommand() *cli.Command {
 				msg = fmt.Sprintf("layerseal: partly applied: everything but %d skipped path(s) and what lies beneath them (kept in the state dir)", len(opt.Skip))
 			}
 			fmt.Fprintln(os.Stderr, msg)
-			removeLeftLayers(store)
+			removeLeftLayers(store, st.SessionID)
 			if layerseal.Unexamined(st) {
 				fmt.Fprintf(os.Stderr, "layerseal: parts of the change set were not examined, so not applied; they stay in the session's state dir:\n")
 				for _, r := range st.Incomplete {
