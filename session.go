@@ -334,7 +334,7 @@ func prepareOut(out string) (string, error) {
 	abs = evalOrSelf(abs)
 	for _, name := range []string{LaunchFile, StatementFile, attest.HeadFile(StatementFile), SigstoreFile} {
 		if _, err := os.Lstat(filepath.Join(abs, name)); err == nil {
-			return "", fmt.Errorf("output dir %q already holds %s of another session", out, name)
+			return "", fmt.Errorf("output dir %q already holds %s of another session: give a new --out, or remove that dir first", out, name)
 		}
 	}
 	f, err := os.CreateTemp(abs, ".write-check-")
