@@ -79,9 +79,12 @@ func TestRunEachAlgorithm(t *testing.T) {
 			e.cliCheck(0, "prove", out, "src/main.go", "--out", bundle)
 			files := []string{filepath.Join(out, "statement.json"), filepath.Join(out, "statement.head.json"),
 				filepath.Join(out, "launch.json"), cps[0], filepath.Join(filepath.Dir(cps[0]), attest.HeadFile(filepath.Base(cps[0]))), bundle}
+			checkpoint := map[string]bool{cps[0]: true, files[4]: true}
 			for _, f := range files {
 				code, _, _ := e.cli("verify", "--key", e.pub, f)
-				if code != want && code != exitOK {
+				// A checkpoint taken while the agent writes may say
+				// incomplete (unstable): verified all the same.
+				if code != want && code != exitOK && !(checkpoint[f] && code == exitIncomplete) {
 					t.Errorf("verify %s: exit %d", filepath.Base(f), code)
 				}
 				for other, pub := range pubs {
