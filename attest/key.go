@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"strings"
 
@@ -459,6 +460,12 @@ func writeNew(path string, perm os.FileMode, data []byte) error {
 func readPEM(path, typ string, private bool) ([][]byte, error) {
 	// Stat first so a FIFO or device is never opened.
 	fi, err := os.Stat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		if private {
+			return nil, fmt.Errorf("read key %q: %w (make a key pair with `layerseal keygen --out %s`)", path, fs.ErrNotExist, path)
+		}
+		return nil, fmt.Errorf("read key %q: %w (keygen writes the public key beside the private one, as KEY.pub)", path, fs.ErrNotExist)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("read key: %w", err)
 	}

@@ -101,7 +101,7 @@ func TestRunBadInput(t *testing.T) {
 	}{
 		{"workspace missing", []string{"--workspace", filepath.Join(e.dir, "nope"), "--key", e.key}, exitSetup, "workspace"},
 		{"workspace a file", []string{"--workspace", file, "--key", e.key}, exitSetup, "not a directory"},
-		{"key missing", []string{"--workspace", e.ws, "--key", filepath.Join(e.dir, "no.key")}, exitSetup, "no.key"},
+		{"key missing", []string{"--workspace", e.ws, "--key", filepath.Join(e.dir, "no.key")}, exitSetup, "no.key\": file does not exist (make a key pair with `layerseal keygen"},
 		{"key world-readable", []string{"--workspace", e.ws, "--key", openKey}, exitSetup, "open.key"},
 		{"key not a key", []string{"--workspace", e.ws, "--key", file}, exitSetup, "a-file"},
 		{"out not writable", []string{"--workspace", e.ws, "--key", e.key, "--out", filepath.Join(file, "out")}, exitSetup, "output dir"},
@@ -311,8 +311,19 @@ func TestVerifyRejects(t *testing.T) {
 	if code, _, stderr := e.cli("verify", "--key", e.key, launch1); code != exitUsage || !strings.Contains(stderr, "private key") {
 		t.Errorf("verify with the private key: exit %d\n%s", code, stderr)
 	}
-	if code, _, _ := e.cli("verify", filepath.Join(run1, "statement.json")); code != exitUsage {
-		t.Errorf("verify without --key: exit %d, want %d", code, exitUsage)
+	// Each usage mistake is named, not only the usage line printed.
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{filepath.Join(run1, "statement.json")}, "verify needs --key KEY.pub"},
+		{[]string{"--key", e.pub}, "verify needs what to verify"},
+		{[]string{"--key", e.pub, run1, run2}, "verify takes one artifact, not 2"},
+		{[]string{"--key", filepath.Join(e.dir, "none.pub"), run1}, "keygen writes the public key beside the private one"},
+	} {
+		if code, _, stderr := e.cli(append([]string{"verify"}, c.args...)...); code != exitUsage && code != exitFailed || !strings.Contains(stderr, c.want) {
+			t.Errorf("verify %q: exit %d, want a message saying %q\n%s", c.args, code, c.want, stderr)
+		}
 	}
 	if code, _, _ := e.cli("verify", "--key", e.pub, "--launch", launch1, filepath.Join(run1, "statement.json")); code != wantVerifyExit(t) {
 		t.Errorf("the untouched statement: exit %d, want %d", code, wantVerifyExit(t))

@@ -48,7 +48,7 @@ func gitWarning(n int) string {
 // sessionText says where the session stands.
 func sessionText(info *layerseal.SessionInfo) string {
 	if info == nil {
-		return "session state not known here (it is in the state dir, for root: `layerseal sessions`)"
+		return "session state not known here: reading it needs root and the state dir the run used (--state-dir, or `layerseal sessions --state-dir DIR`)"
 	}
 	switch {
 	case info.State == layerseal.StateApplied && info.Discarded > 0:

@@ -41,8 +41,14 @@ func verifyCommand() *cli.Command {
 			if cmd.NArg() == 1 && cmd.String("key") != "" && cmd.String("log-key") != "" {
 				return verifyReceipt(cmd)
 			}
-			if cmd.NArg() != 1 || cmd.String("key") == "" {
-				return usageErr("usage: layerseal verify --key KEY.pub [--launch launch.json] [--session ID] STATEMENT|CHECKPOINT|LAUNCH|HEAD|BUNDLE|EXPORT")
+			const usage = "usage: layerseal verify --key KEY.pub [--launch launch.json] [--session ID] STATEMENT|CHECKPOINT|LAUNCH|HEAD|BUNDLE|EXPORT|OUT"
+			switch {
+			case cmd.NArg() == 0:
+				return usageErr("verify needs what to verify: a run's output dir, or one of its files\n" + usage)
+			case cmd.NArg() > 1:
+				return usageErr("verify takes one artifact, not %d\n%s", cmd.NArg(), usage)
+			case cmd.String("key") == "":
+				return usageErr("verify needs --key KEY.pub: the public key the session was signed with (keygen wrote it beside the private key); `layerseal show` prints an artifact without checking it\n" + usage)
 			}
 			pub, err := loadPublicKey(cmd.String("key"))
 			if err != nil {
