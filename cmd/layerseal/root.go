@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"path/filepath"
 	"strings"
 
 	"github.com/urfave/cli/v3"
@@ -17,11 +18,15 @@ func stateDirFlag() cli.Flag {
 }
 
 // sessionArgs is how a command line the CLI suggests names the session
-// ref: with --state-dir when the state dir is not the one a bare command
-// would look in, so the suggestion works when copied.
+// ref: with --state-dir, made absolute, when the state dir is not the one
+// a bare command would look in, so the suggestion works when copied.
 func sessionArgs(cmd *cli.Command, ref string) string {
 	dir := cmd.String("state-dir")
 	if cmd.IsSet("state-dir") && dir != layerseal.DefaultStateDir {
+		// Absolute, so the line works from any directory.
+		if abs, err := filepath.Abs(dir); err == nil {
+			dir = abs
+		}
 		return "--state-dir " + shellWord(dir) + " " + shellWord(ref)
 	}
 	return shellWord(ref)

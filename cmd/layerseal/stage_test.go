@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"math/rand"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/go-json-experiment/json"
+	"github.com/urfave/cli/v3"
 	"golang.org/x/sys/unix"
 
 	"github.com/layerseal/layerseal"
@@ -619,5 +621,18 @@ func TestStagedSuggestionWorks(t *testing.T) {
 	}
 	if got, want := shellWord("/a b/it's"), `'/a b/it'\''s'`; got != want {
 		t.Errorf("shellWord = %s, want %s", got, want)
+	}
+	// A relative --state-dir is suggested absolute, to work from anywhere.
+	var got string
+	c := &cli.Command{Name: "x", Flags: []cli.Flag{stateDirFlag()}, Action: func(_ context.Context, cmd *cli.Command) error {
+		got = sessionArgs(cmd, "id")
+		return nil
+	}}
+	if err := c.Run(context.Background(), []string{"x", "--state-dir", "rel/st"}); err != nil {
+		t.Fatal(err)
+	}
+	wd, _ := os.Getwd()
+	if want := "--state-dir " + shellWord(filepath.Join(wd, "rel/st")) + " id"; got != want {
+		t.Errorf("sessionArgs = %s, want %s", got, want)
 	}
 }
