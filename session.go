@@ -262,10 +262,13 @@ func fillPolicy(p attest.Policy) attest.Policy {
 	if p.TimeBudget == 0 {
 		p.TimeBudget = DefaultPolicy.TimeBudget
 	}
-	// The workspace's policy file is protected whether or not it exists:
-	// an agent must not write the next session's policy.
-	if !slices.Contains(p.Protect, attest.Path(policy.FileName)) {
-		p.Protect = append(slices.Clip(p.Protect), attest.Path(policy.FileName))
+	// The built-in protected paths hold whether or not they exist: an
+	// agent must not write the next session's policy, nor what git or an
+	// editor runs when the operator reviews its work.
+	for _, b := range policy.Builtin {
+		if !slices.Contains(p.Protect, attest.Path(b)) {
+			p.Protect = append(slices.Clip(p.Protect), attest.Path(b))
+		}
 	}
 	return p
 }

@@ -21,7 +21,7 @@ func sweep(r *reader, st *attest.Statement) (*subtrees, error) {
 	rules := r.rules
 	var vs []attest.Violation
 	for _, e := range st.Entries {
-		if rule := rules.Violation(e.Path); rule != "" {
+		if rule := rules.ChangeViolation(e.Path, e.Old, e.New); rule != "" {
 			vs = append(vs, attest.Violation{Path: e.Path, Rule: rule})
 		}
 	}
@@ -132,7 +132,10 @@ func GitChanges(st *attest.Statement) int {
 	}
 	n := 0
 	for _, e := range st.AppliedEntries() {
-		if attest.Within(e.Path, ".git") {
+		// The .git directory's own mtime moves with whatever was made in
+		// it, reverted protected files included: that says nothing of a
+		// commit.
+		if attest.Within(e.Path, ".git") && !(e.Path == ".git" && e.Change == attest.Metadata) {
 			n++
 		}
 	}

@@ -114,7 +114,9 @@ func TestRules(t *testing.T) {
 }
 
 func TestUnusedAllows(t *testing.T) {
-	r := rules(t, nil, []string{".env", "deploy/**", ".github/*/ci.yml"}, []string{"deploy/prod.yml", "src/**", ".env", "**/ci.yml", "docs/*.md"})
+	// With the built-in globs, as every session has them: those of nested
+	// repositories overlap src/** but do not count.
+	r := rules(t, nil, append([]string{".env", "deploy/**", ".github/*/ci.yml"}, Builtin...), []string{"deploy/prod.yml", "src/**", ".env", "**/ci.yml", "docs/*.md"})
 	var got []string
 	for _, g := range r.UnusedAllows() {
 		got = append(got, g.String())
@@ -199,6 +201,57 @@ func TestParseUserForms(t *testing.T) {
 		_, err := Parse("layerseal.yaml", []byte(bad.yaml))
 		if err == nil || !strings.Contains(err.Error(), bad.want) || strings.Contains(err.Error(), "policy.") || strings.Contains(err.Error(), "int64") {
 			t.Errorf("Parse(%q) = %v, want an error with %q and no Go type", bad.yaml, err, bad.want)
+		}
+	}
+}
+
+// TestBuiltin checks the paths every session protects: what git runs or
+// hides when the operator reviews the workspace, at the root and in any
+// repository beneath, and that only the anchored ones keep an exclusion
+// from summarizing them.
+func TestBuiltin(t *testing.T) {
+	gs, err := CompileAll(Builtin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := Rules{Protected: gs}
+	for _, p := range []attest.Path{"layerseal.yaml", ".git/config", ".git/hooks/pre-commit", ".git/commondir",
+		".git/info/exclude", ".git/modules/sub/config", ".gitmodules", ".vscode/settings.json", ".idea/workspace.xml",
+		"sub/.git/config", "a/b/.git/hooks/post-checkout", "sub/.git/commondir"} {
+		if r.Violation(p) == "" {
+			t.Errorf("%s is not protected", p)
+		}
+	}
+	for _, p := range []attest.Path{".git/HEAD", ".git/index", ".git/objects/ab/cdef", ".git/refs/heads/main",
+		"src/main.go", "config", "sub/.git/HEAD", ".github/workflows/ci.yml"} {
+		if rule := r.Violation(p); rule != "" {
+			t.Errorf("%s is protected by %q", p, rule)
+		}
+	}
+	if v := r.Violation("sub/.git/config"); v != "**/.git/config" {
+		t.Errorf("sub/.git/config: rule %q", v)
+	}
+	// A .git that is or becomes a file or symlink points git elsewhere; a
+	// .git directory whose mtime moved does not.
+	dir, file, link := &attest.State{Type: attest.Dir}, &attest.State{Type: attest.File}, &attest.State{Type: attest.Symlink}
+	for _, c := range []struct {
+		p        attest.Path
+		old, new *attest.State
+		want     string
+	}{
+		{".git", dir, dir, ""}, {".git", nil, dir, ""}, {".git", dir, nil, ""}, {"sub/.git", dir, dir, ""},
+		{".git", file, file, "**/.git"}, {".git", dir, file, "**/.git"}, {".git", nil, link, "**/.git"},
+		{"sub/.git", file, dir, "**/.git"}, {"sub/.git", file, nil, "**/.git"},
+		{"src", file, file, ""}, {".git/config", file, file, ".git/config"},
+	} {
+		if got := r.ChangeViolation(c.p, c.old, c.new); got != c.want {
+			t.Errorf("ChangeViolation(%s, %v, %v) = %q, want %q", c.p, c.old, c.new, got, c.want)
+		}
+	}
+	r.Exclude, _ = CompileAll([]string{"node_modules", ".git", ".git/objects"})
+	for p, want := range map[attest.Path]bool{"node_modules": true, ".git/objects": true, ".git": false} {
+		if got := r.Excluded(p); got != want {
+			t.Errorf("Excluded(%s) = %t, want %t", p, got, want)
 		}
 	}
 }

@@ -1,6 +1,52 @@
 package policy
 
-import "github.com/layerseal/layerseal/attest"
+import (
+	"slices"
+	"strings"
+
+	"github.com/layerseal/layerseal/attest"
+)
+
+// Builtin are the globs every session protects, beside those of the
+// configuration: the files that run or hide something when the operator
+// reviews the change set (runs git in the workspace, or opens it in an
+// editor), as opposed to what runs when the operator builds or runs what
+// the agent wrote, which the change set shows. An --allow lifts one for a
+// run.
+var Builtin = []string{
+	FileName,            // the next session's policy
+	".git/config",       // core.fsmonitor, core.pager, aliases, filters, helpers: commands git runs
+	".git/commondir",    // points git at another repository's config and hooks
+	".git/hooks/**",     // scripts git runs on commit, checkout, merge and push
+	".git/info/**",      // exclude and attributes: what git status hides, how git diff shows it
+	".git/modules/**",   // the submodules' repositories, each with its config and hooks
+	".git/worktrees/**", // linked worktrees' pointers and config
+	".gitmodules",       // where submodules come from
+	".vscode/**",        // editor settings and tasks that name programs to run
+	".idea/**",          // the same for JetBrains IDEs
+	// A repository anywhere beneath, such as a submodule whose .git the
+	// agent made a directory: git status runs git in each submodule.
+	gitLink,
+	"**/.git/config",
+	"**/.git/commondir",
+	"**/.git/hooks/**",
+}
+
+// gitLink is the Builtin glob of a repository's .git. Git follows a .git
+// file ("gitdir: PATH"), as worktrees and submodules have, or a symlink, to
+// the repository it names: an agent that writes one points the operator's
+// git at a config and hooks of its own. A .git directory that stays a
+// directory does not break it (its mtime moves with every commit): see
+// ChangeViolation.
+const gitLink = "**/.git"
+
+// nestedBuiltin reports whether g is one of the Builtin globs for
+// repositories at any depth. Unlike other protected globs they do not turn
+// exclusions off (every subtree could hold a repository): an excluded
+// subtree is counted, not itemized, and one of them in it is not checked.
+func nestedBuiltin(g *Glob) bool {
+	return strings.HasPrefix(g.text, "**/") && slices.Contains(Builtin, g.text)
+}
 
 // Rules decides, path by path, what a session's policy says: which paths
 // are summarized instead of itemized, and which changes are forbidden.
@@ -13,7 +59,8 @@ type Rules struct {
 // Excluded reports whether the subtree at p is summarized (counted, not
 // itemized): some exclude glob matches p, p is not the workspace root, and
 // no protected glob can match p or anything beneath it — protected paths
-// are always itemized, so an exclusion yields to them.
+// are always itemized, so an exclusion yields to them (but for the
+// Builtin globs of repositories at any depth).
 func (r *Rules) Excluded(p attest.Path) bool {
 	if p == attest.Root || len(r.Exclude) == 0 {
 		return false
@@ -29,7 +76,7 @@ func (r *Rules) Excluded(p attest.Path) bool {
 		return false
 	}
 	for _, g := range r.Protected {
-		if g.MayMatchWithin(p) {
+		if g.MayMatchWithin(p) && !nestedBuiltin(g) {
 			return false
 		}
 	}
@@ -57,14 +104,28 @@ func (r *Rules) Violation(p attest.Path) string {
 	return rule
 }
 
-// UnusedAllows returns the allows that can match no protected path: they
-// grant nothing, which is most likely a mistake worth a warning.
+// ChangeViolation is Violation for a change at p from the state old to
+// new (nil where absent), for the rules that depend on what p is: a .git
+// that is a directory before and after breaks no built-in rule.
+func (r *Rules) ChangeViolation(p attest.Path, old, new *attest.State) string {
+	rule := r.Violation(p)
+	if rule == gitLink && dirOrAbsent(old) && dirOrAbsent(new) {
+		return ""
+	}
+	return rule
+}
+
+func dirOrAbsent(s *attest.State) bool { return s == nil || s.Type == attest.Dir }
+
+// UnusedAllows returns the allows that can match no protected path but
+// those of the Builtin globs for repositories at any depth (which every
+// allow of a subtree meets): most likely a mistake worth a warning.
 func (r *Rules) UnusedAllows() []*Glob {
 	var out []*Glob
 	for _, a := range r.Allow {
 		used := false
 		for _, g := range r.Protected {
-			if a.Overlaps(g) {
+			if a.Overlaps(g) && !nestedBuiltin(g) {
 				used = true
 				break
 			}

@@ -32,8 +32,8 @@ func runPolicy(cmd *cli.Command, base attest.Policy) (attest.Policy, error) {
 	if err != nil {
 		return base, usageErr("run: --allow: %v", err)
 	}
-	own, _ := policy.Compile(policy.FileName) // protected by every session
-	rules := policy.Rules{Allow: allow, Protected: []*policy.Glob{own}}
+	builtin, _ := policy.CompileAll(policy.Builtin) // protected by every session
+	rules := policy.Rules{Allow: allow, Protected: builtin}
 	if c != nil {
 		rules.Protected = append(rules.Protected, c.Protected...)
 	}

@@ -229,6 +229,69 @@ func TestApplyRemovesInBackground(t *testing.T) {
 // chmodded, replaced under an opaque directory, a new ignored .env — are
 // reverted before apply and recorded; everything else is applied; an
 // --allow lets one through; a useless --allow is warned about.
+// TestBuiltinProtected: with no configuration, what git runs or hides when
+// the operator reviews the workspace (its config and hooks, a submodule's
+// .git file made a directory) and the editors' settings are reverted and
+// the run staged, while the agent's commit and files are kept; an --allow
+// lifts a rule.
+func TestBuiltinProtected(t *testing.T) {
+	e := newEnv(t)
+	write(t, e.ws, baseTree)
+	write(t, e.ws, map[string]string{
+		".git/config": "[core]\n", ".git/HEAD": "ref: refs/heads/main\n", ".git/hooks/": "",
+		".git/modules/sub/config": "[core]\n", "sub/.git": "gitdir: ../.git/modules/sub\n",
+	})
+	before := e.manifest()
+	script := `printf '[core]\n\tfsmonitor = touch /tmp/owned\n' > .git/config.lock; mv .git/config.lock .git/config
+printf '#!/bin/sh\n' > .git/hooks/pre-commit; chmod +x .git/hooks/pre-commit
+mkdir .vscode; echo '{}' > .vscode/settings.json
+rm sub/.git; mkdir sub/.git; printf '[core]\n\tfsmonitor = x\n' > sub/.git/config; echo 'ref: x' > sub/.git/HEAD
+mkdir -p .git/objects/ab; echo obj > .git/objects/ab/cdef
+echo changed > file.txt`
+	out := filepath.Join(e.dir, "run")
+	code, log := e.run(out, script)
+	if code != 0 || !strings.Contains(log, "protected path(s): the change set is staged") {
+		t.Fatalf("run: exit %d, not staged for its violations:\n%s", code, log)
+	}
+	if !strings.Contains(log, "and also 3 entr(ies) in .git") {
+		t.Errorf("no warning of the agent's 3 entries in .git (objects, ab, cdef):\n%s", log)
+	}
+	for _, v := range [][2]string{{".git/config", ".git/config"}, {".git/hooks/pre-commit", ".git/hooks/**"},
+		{".vscode", ".vscode/**"}, {".vscode/settings.json", ".vscode/**"}, {"sub/.git", "**/.git"}, {"sub/.git/config", "**/.git/config"}} {
+		if want := fmt.Sprintf("protected path %s changed (rule %q)", v[0], v[1]); !strings.Contains(log, want) {
+			t.Errorf("no %q in:\n%s", want, log)
+		}
+	}
+	e.mustCLI(0, "apply", "--state-dir", e.state, out)
+	after := e.manifest()
+	for _, p := range []string{".git/config", ".git/hooks", ".git/modules/sub/config", "sub/.git"} {
+		if d := treediff.Equal(treediff.Manifest{p: before[p]}, treediff.Manifest{p: after[p]}); d != "" {
+			t.Errorf("protected %s changed: %s", p, d)
+		}
+	}
+	for p, want := range map[string]bool{".git/hooks/pre-commit": false, ".vscode": false, "sub/.git/config": false,
+		"sub/.git/HEAD": false, ".git/objects/ab/cdef": true} {
+		if _, ok := after[p]; ok != want {
+			t.Errorf("%s present = %t, want %t", p, ok, want)
+		}
+	}
+	if after["file.txt"].Size != int64(len("changed\n")) {
+		t.Errorf("file.txt was not applied")
+	}
+
+	// Only .git/config, replaced the way git writes it: the .git
+	// directory's mtime moves, which is no sign of a commit.
+	code, log = e.run(filepath.Join(e.dir, "run2"), `echo '[core]' > .git/config.lock; mv .git/config.lock .git/config`)
+	if code != 0 || !strings.Contains(log, "protected path .git/config changed") || strings.Contains(log, "entr(ies) in .git") {
+		t.Errorf("run2: exit %d, want a violation and no .git warning:\n%s", code, log)
+	}
+	e.mustCLI(0, "discard", "--state-dir", e.state, filepath.Join(e.dir, "run2"))
+	code, log = e.run(filepath.Join(e.dir, "run3"), `echo '[user]' >> .git/config`, "--allow", ".git/config")
+	if b, _ := os.ReadFile(filepath.Join(e.ws, ".git/config")); code != 0 || strings.Contains(log, "protected") || string(b) != "[core]\n[user]\n" {
+		t.Errorf("run3 with --allow .git/config: exit %d, .git/config %q:\n%s", code, b, log)
+	}
+}
+
 func TestSweepProtected(t *testing.T) {
 	e := newEnv(t)
 	write(t, e.ws, baseTree)
