@@ -255,7 +255,7 @@ func (store *Store) openStaged(out string) (*staged, error) {
 		if store.running(s.rec.ID) {
 			return nil, fmt.Errorf("session %s is still running: its change set is staged once it ends", s.rec.ID)
 		}
-		return nil, fmt.Errorf("session %s has no statement: its supervisor ended before signing one; run `layerseal recover --key KEY %s` first", s.rec.ID, s.rec.ID)
+		return nil, fmt.Errorf("session %s has no statement: its supervisor ended before signing one; run `layerseal recover --key KEY %s` first", s.rec.ID, store.CommandRef(s.rec.ID))
 	}
 	launchEnv, err := s.dir.artifact(LaunchFile, s.rec.Out)
 	if err != nil {

@@ -246,8 +246,8 @@ func (c *checkpoints) end() *checkpointer {
 }
 
 // ErrNotRunning is returned by RequestCheckpoint when the session of an
-// output dir is not running: it finished, was never started there, or its
-// supervisor is gone.
+// output dir is not running: it finished, or its supervisor is gone. An
+// output dir of no session of the store is an error of its own.
 var ErrNotRunning = errors.New("session is not running")
 
 // RequestCheckpoint asks the running session whose output dir is out to
@@ -255,7 +255,7 @@ var ErrNotRunning = errors.New("session is not running")
 func (s *Store) RequestCheckpoint(out string) (*CheckpointResult, error) {
 	dir, _, err := s.find(out)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrNotRunning, err)
+		return nil, err
 	}
 	conn, err := dialControl(dir)
 	if err != nil {

@@ -143,15 +143,15 @@ func (s *Store) info(d sessionDir, r sessionRecord) SessionInfo {
 	case j != nil && j.State == journalDiscarded:
 		info.State = StateDiscarded
 	case j != nil && j.State == journalApplying:
-		info.State, info.Detail = StateInterrupted, fmt.Sprintf("an apply stopped part way: `layerseal apply %s` finishes it", r.ID)
+		info.State, info.Detail = StateInterrupted, fmt.Sprintf("an apply stopped part way: `layerseal apply %s` finishes it", s.CommandRef(r.ID))
 	case st != nil && j != nil && j.State == journalPartial:
 		info.Staged = max(info.ToApply-info.Applied-info.Discarded, 0)
-		info.State, info.Detail = StateStaged, fmt.Sprintf("partly settled: %d change(s) applied, %d discarded, %d still staged: `layerseal diff %s` shows them", info.Applied, info.Discarded, info.Staged, r.ID)
+		info.State, info.Detail = StateStaged, fmt.Sprintf("partly settled: %d change(s) applied, %d discarded, %d still staged: `layerseal diff %s` shows them", info.Applied, info.Discarded, info.Staged, s.CommandRef(r.ID))
 	case st != nil:
 		info.Staged = info.ToApply
-		info.State, info.Detail = StateStaged, fmt.Sprintf("`layerseal diff %s`, then `layerseal apply %s` or `layerseal discard %s`", r.ID, r.ID, r.ID)
+		info.State, info.Detail = StateStaged, fmt.Sprintf("`layerseal diff %[1]s`, then `layerseal apply %[1]s` or `layerseal discard %[1]s`", s.CommandRef(r.ID))
 	default:
-		info.State, info.Detail = StateInterrupted, fmt.Sprintf("its supervisor ended before signing a statement: `layerseal recover --key KEY %s`", r.ID)
+		info.State, info.Detail = StateInterrupted, fmt.Sprintf("its supervisor ended before signing a statement: `layerseal recover --key KEY %s`", s.CommandRef(r.ID))
 	}
 	return info
 }

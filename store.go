@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -69,6 +70,26 @@ func OpenStore(dir string) *Store {
 
 // Dir is the store's state dir, absolute.
 func (s *Store) Dir() string { return s.dir }
+
+// CommandRef is how a layerseal command line the tool suggests names the
+// session ref (an id or an output dir) of this store, quoted for a POSIX
+// shell: with --state-dir when the store is not the default one, so that
+// the line works when copied, from any directory.
+func (s *Store) CommandRef(ref string) string {
+	if s.dir != DefaultStateDir {
+		return "--state-dir " + shellWord(s.dir) + " " + shellWord(ref)
+	}
+	return shellWord(ref)
+}
+
+// shellWord quotes s for a POSIX shell when it holds anything but
+// letters, digits and -_./,:=+@%.
+func shellWord(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./,:=+@%") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
 
 // sessionRecord is kept in the session's state directory so that a later
 // command can find the session's upper layer and key from its output dir.

@@ -2,8 +2,6 @@ package main
 
 import (
 	"fmt"
-	"path/filepath"
-	"strings"
 
 	"github.com/urfave/cli/v3"
 
@@ -18,27 +16,9 @@ func stateDirFlag() cli.Flag {
 }
 
 // sessionArgs is how a command line the CLI suggests names the session
-// ref: with --state-dir, made absolute, when the state dir is not the one
-// a bare command would look in, so the suggestion works when copied.
+// ref: see Store.CommandRef.
 func sessionArgs(cmd *cli.Command, ref string) string {
-	dir := cmd.String("state-dir")
-	if cmd.IsSet("state-dir") && dir != layerseal.DefaultStateDir {
-		// Absolute, so the line works from any directory.
-		if abs, err := filepath.Abs(dir); err == nil {
-			dir = abs
-		}
-		return "--state-dir " + shellWord(dir) + " " + shellWord(ref)
-	}
-	return shellWord(ref)
-}
-
-// shellWord quotes s for a POSIX shell when it holds anything but
-// letters, digits and -_./,:=+@%.
-func shellWord(s string) string {
-	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./,:=+@%") == "" {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+	return storeOf(cmd).CommandRef(ref)
 }
 
 // storeOf is the state dir --state-dir names.

@@ -343,7 +343,10 @@ func TestRecoverBindsCheckpoints(t *testing.T) {
 	if s := e.sessions()[id]; s.State != "interrupted" {
 		t.Errorf("sessions after the supervisor died: %+v, want interrupted", s)
 	}
-	if msg := e.mustCLI(1, "diff", "--state-dir", e.state, out); !strings.Contains(msg, "layerseal recover --key KEY "+id) {
+	if list := e.mustCLI(0, "sessions", "--state-dir", e.state); !strings.Contains(list, "`layerseal recover --key KEY --state-dir "+e.state+" "+id+"`") {
+		t.Errorf("sessions does not suggest recover with the state dir:\n%s", list)
+	}
+	if msg := e.mustCLI(1, "diff", "--state-dir", e.state, out); !strings.Contains(msg, "layerseal recover --key KEY --state-dir "+e.state+" "+id) {
 		t.Errorf("diff before recover: %s", msg)
 	}
 	e.mustCLI(0, "recover", "--key", e.key, "--state-dir", e.state, out)
