@@ -7,12 +7,14 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 
 	"github.com/layerseal/layerseal/attest"
@@ -151,21 +153,44 @@ func hostAbstract(t *testing.T) (stream, dgram string, heard func() []string) {
 // without Landlock ABI 6 (before Linux 6.12, or Landlock off) it asserts
 // what the README documents instead: the sandbox says not scoped, the
 // connection and the datagram reach the host. With --network none the
-// scopes are in force the same way.
+// scopes are in force the same way, and for an agent of another uid
+// without no_new_privs too.
 func TestScopedAbstractSockets(t *testing.T) {
 	privtest.Require(t)
 	abi, abiErr := linux.LandlockABI()
 	scoped := abiErr == nil && abi >= scopeABI
 	t.Logf("Landlock ABI %d (%v): scoping expected %v", abi, abiErr, scoped)
-	self, err := os.Executable()
+	self, err := os.ReadFile("/proc/self/exe")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, network := range []string{"host", "none"} {
-		t.Run(network, func(t *testing.T) {
+	for _, c := range []struct {
+		name, network string
+		root          bool
+	}{{"host", "host", true}, {"none", "none", true}, {"host-uid-1234-without-no-new-privs", "host", false}} {
+		network := c.network
+		t.Run(c.name, func(t *testing.T) {
 			e := newEnv(t)
 			stream, dgram, heard := hostAbstract(t)
-			cfg := rootAgent(e.config(self, stream, dgram))
+			// The agent is the test binary, in the workspace so that any
+			// uid reaches it.
+			for _, d := range []string{filepath.Dir(filepath.Dir(e.ws)), filepath.Dir(e.ws)} {
+				if err := os.Chmod(d, 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			agent := filepath.Join(e.ws, "reach")
+			if err := os.WriteFile(agent, self, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			cfg := rootAgent(e.config(agent, stream, dgram))
+			if !c.root {
+				// Scoped while the stage is still privileged, as the
+				// kernel requires without no_new_privs.
+				cfg.Process.NoNewPrivileges = false
+				cfg.Process.User = specs.User{UID: 1234, GID: 1234}
+				cfg.Process.Capabilities = &specs.LinuxCapabilities{}
+			}
 			cfg.Process.Env = []string{reachEnv + "=1"}
 			cfg.Sandbox.Network = network
 			run, ready, r := start(t, cfg)
@@ -193,8 +218,8 @@ func TestScopedAbstractSockets(t *testing.T) {
 			default:
 				wantHeard = []string{"dgram hi", "stream hi"}
 			}
-			if scoped {
-				kill = "1"
+			if scoped || !c.root {
+				kill = "1" // without scopes, for want of CAP_KILL
 			}
 			want := "host-stream " + host + "\nhost-dgram " + host + "\nkill-init " + kill + "\nown 0\n"
 			if string(out) != want {
