@@ -92,8 +92,9 @@ func runInit() int {
 	if err != nil {
 		return fail(err)
 	}
-	// The filter is built while setup mounts: it reads cfg, which setup
-	// does not change, and touches nothing setup does.
+	// The filter is built, and the Landlock scopes decided, while setup
+	// mounts: they read cfg, which setup does not change, and touch
+	// nothing setup does.
 	type built struct {
 		prog   seccomp.Program
 		scoped uint64
