@@ -164,3 +164,20 @@ func TestRunNetworkReach(t *testing.T) {
 		}
 	}
 }
+
+// TestScopesText: show of a launch record says which Landlock scopes were
+// in force, and under the host's network what their absence left open.
+func TestScopesText(t *testing.T) {
+	for _, c := range []struct {
+		sb   attest.Sandbox
+		want string
+	}{
+		{attest.Sandbox{Network: "host", Scoped: []string{"abstract_unix_socket", "signal"}}, "landlock scopes abstract_unix_socket, signal"},
+		{attest.Sandbox{Network: "host"}, "no landlock scopes (the agent could connect to the host's abstract unix sockets)"},
+		{attest.Sandbox{Network: "none"}, "no landlock scopes"},
+	} {
+		if got := scopesText(c.sb); got != c.want {
+			t.Errorf("%+v: %q, want %q", c.sb, got, c.want)
+		}
+	}
+}
