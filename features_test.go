@@ -102,7 +102,7 @@ func launchKernel(t *testing.T, state string) attest.Kernel {
 	}
 	out := filepath.Join(t.TempDir(), "out")
 	if _, err := Run(RunConfig{Workspace: t.TempDir(), Key: key, Out: out, StateDir: state,
-		Process: DefaultProcess([]string{"true"}, 0, 0),
+		Process: DefaultProcess([]string{"true"}, 0, 0, "host"),
 		Sandbox: nsrun.Sandbox{Network: "host", Seccomp: "unconfined"}}); err != nil {
 		t.Fatal(err)
 	}

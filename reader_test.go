@@ -38,7 +38,7 @@ func runAgent(t *testing.T, ws, state string, p attest.Policy, script string) *R
 		t.Fatal(err)
 	}
 	res, err := Run(RunConfig{Workspace: ws, Key: key, Out: filepath.Join(t.TempDir(), "out"), StateDir: state,
-		Process: DefaultProcess([]string{"/bin/sh", "-ec", script}, 0, 0), Policy: p,
+		Process: DefaultProcess([]string{"/bin/sh", "-ec", script}, 0, 0, "host"), Policy: p,
 		Sandbox: nsrun.Sandbox{Network: "host", Seccomp: "unconfined"}})
 	if err != nil {
 		t.Fatal(err)

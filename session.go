@@ -90,19 +90,25 @@ func (e *SetupError) Error() string { return e.Err.Error() }
 func (e *SetupError) Unwrap() error { return e.Err }
 
 // DefaultCapabilities are what an agent running as root keeps when its
-// process names none: the usual container set without CAP_SYS_ADMIN, so it
-// cannot rearrange its mounts, and without CAP_MKNOD, so it makes no device
-// node (a --process file may still name either).
+// process names none and it shares the host's network: the usual container
+// set without CAP_SYS_ADMIN, so it cannot rearrange its mounts, without
+// CAP_MKNOD, so it makes no device node, and without CAP_NET_RAW, with which
+// it could read every packet of the host, loopback included, through an
+// AF_PACKET socket (a --process file may still name any of them). In a
+// network namespace of its own it keeps CAP_NET_RAW as well (see
+// DefaultProcess): there it sees only its own traffic.
 var DefaultCapabilities = []string{
 	"CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FSETID", "CAP_FOWNER",
-	"CAP_NET_RAW", "CAP_SETGID", "CAP_SETUID", "CAP_SETFCAP", "CAP_SETPCAP",
+	"CAP_SETGID", "CAP_SETUID", "CAP_SETFCAP", "CAP_SETPCAP",
 	"CAP_NET_BIND_SERVICE", "CAP_SYS_CHROOT", "CAP_KILL", "CAP_AUDIT_WRITE",
 }
 
 // DefaultProcess is the agent process for args when nothing else is said:
 // the given user, the workspace as working directory, a minimal environment,
-// DefaultCapabilities for root, none otherwise, and no_new_privileges.
-func DefaultProcess(args []string, uid, gid uint32) specs.Process {
+// no_new_privileges, and for root DefaultCapabilities, with CAP_NET_RAW
+// added when network is "none" (see nsrun.Sandbox); no capabilities for
+// any other user.
+func DefaultProcess(args []string, uid, gid uint32, network string) specs.Process {
 	p := specs.Process{
 		Args:            args,
 		User:            specs.User{UID: uid, GID: gid},
@@ -110,7 +116,10 @@ func DefaultProcess(args []string, uid, gid uint32) specs.Process {
 	}
 	caps := []string{}
 	if uid == 0 {
-		caps = DefaultCapabilities
+		caps = slices.Clone(DefaultCapabilities)
+		if network == "none" {
+			caps = append(caps, "CAP_NET_RAW")
+		}
 	}
 	p.Capabilities = &specs.LinuxCapabilities{Bounding: caps, Effective: caps, Permitted: caps}
 	return p

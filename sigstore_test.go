@@ -356,7 +356,7 @@ func TestRunWritesSigstore(t *testing.T) {
 	key, pubPath := keyPair(t, dir)
 	script := `printf 'made by the agent\n' > made.txt; printf 'after\n' > kept.txt; printf 'odd\n' > "$(printf 'odd\nname')"`
 	res, err := Run(RunConfig{Workspace: ws, Key: key, Out: out, StateDir: filepath.Join(dir, "state"),
-		Process: DefaultProcess([]string{"/bin/sh", "-ec", script}, 0, 0),
+		Process: DefaultProcess([]string{"/bin/sh", "-ec", script}, 0, 0, "host"),
 		Sandbox: nsrun.Sandbox{Network: "host", Seccomp: "unconfined"}})
 	if err != nil {
 		t.Fatal(err)

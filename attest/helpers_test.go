@@ -108,6 +108,7 @@ func sampleLaunch(session string) *LaunchRecord {
 			Terminal: "pty", NewSession: true, Namespaces: []string{"cgroup", "ipc", "mount", "net", "pid", "uts"},
 			Network: "none", Cgroup: "/layerseal/0123", CgroupKill: "cgroup.kill", PidsMax: 512, ReadOnlyHost: true,
 			Writable: []string{"/home/dev/.cache\xff"}, Seccomp: "default", SeccompSHA256: digest("bpf"),
+			Scoped:  []string{"abstract_unix_socket", "signal"},
 			Missing: []string{"memory limit: the memory controller is not enabled"},
 		},
 		Policy: Policy{

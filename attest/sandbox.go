@@ -10,7 +10,7 @@ import (
 // Sandbox is what confined the agent beyond its workspace overlay, as found
 // in force when it started. It is part of the launch record.
 //
-// Its JSON members, all present, in this order:
+// Its JSON members, all present but where said, in this order:
 //
 //	terminal       "pty" (a new pseudo-terminal, relayed) or "streams" (the
 //	               caller's streams, no terminal)
@@ -29,6 +29,14 @@ import (
 //	seccomp        "default" or "unconfined"
 //	seccomp_sha256 lowercase hex SHA-256 of the loaded filter program (its
 //	               struct sock_filter array as the kernel took it), "" when none
+//	scoped         array of the Landlock scopes the agent was confined by,
+//	               sorted: "abstract_unix_socket" (it could not connect or
+//	               send to an abstract unix socket made outside its own
+//	               processes) and "signal" (nor signal a process outside);
+//	               omitted when there are none (the kernel offers no scoping:
+//	               Landlock off, or before Linux 6.12; and every record made
+//	               before layerseal scoped), a limit of the kernel the launch
+//	               record states, not a missing restriction
 //	missing        array of strings: restrictions asked for that the kernel or
 //	               host could not give, each a short sentence; every one of
 //	               them makes the statement incomplete (code "sandbox")
@@ -46,6 +54,7 @@ type Sandbox struct {
 	Writable      []string
 	Seccomp       string
 	SeccompSHA256 []byte
+	Scoped        []string
 	Missing       []string
 }
 
@@ -63,6 +72,7 @@ type sandboxJSON struct {
 	Writable      []Bytes  `json:"writable"`
 	Seccomp       string   `json:"seccomp"`
 	SeccompSHA256 string   `json:"seccomp_sha256"`
+	Scoped        []string `json:"scoped,omitempty"`
 	Missing       []string `json:"missing"`
 }
 
@@ -72,7 +82,7 @@ func (s *Sandbox) toJSON() sandboxJSON {
 		Namespaces: nonNil(s.Namespaces), Network: s.Network, Cgroup: Bytes(s.Cgroup), CgroupKill: s.CgroupKill,
 		MemoryMax: s.MemoryMax, PidsMax: s.PidsMax, ReadOnlyHost: s.ReadOnlyHost,
 		Writable: toBytes(s.Writable), Seccomp: s.Seccomp, SeccompSHA256: hexOrEmpty(s.SeccompSHA256),
-		Missing: nonNil(s.Missing),
+		Scoped: s.Scoped, Missing: nonNil(s.Missing),
 	}
 }
 
@@ -81,7 +91,7 @@ func (j *sandboxJSON) fromJSON() (Sandbox, error) {
 		Terminal: j.Terminal, NewSession: j.NewSession, PreservedFDs: j.PreservedFDs,
 		Namespaces: nilIfEmpty(j.Namespaces), Network: j.Network, Cgroup: string(j.Cgroup), CgroupKill: j.CgroupKill,
 		MemoryMax: j.MemoryMax, PidsMax: j.PidsMax, ReadOnlyHost: j.ReadOnlyHost,
-		Writable: fromBytes(j.Writable), Seccomp: j.Seccomp, Missing: nilIfEmpty(j.Missing),
+		Writable: fromBytes(j.Writable), Seccomp: j.Seccomp, Scoped: nilIfEmpty(j.Scoped), Missing: nilIfEmpty(j.Missing),
 	}
 	if j.SeccompSHA256 != "" {
 		var err error
@@ -105,6 +115,7 @@ var (
 	knownNetworks   = []string{"host", "none"}
 	knownKills      = []string{"", "cgroup.kill", "freeze"}
 	knownSeccomp    = []string{"default", "unconfined"}
+	knownScopes     = []string{"abstract_unix_socket", "signal"}
 )
 
 // validate checks the values of s.
@@ -124,6 +135,14 @@ func (s *Sandbox) validate() error {
 	}
 	for _, n := range s.Namespaces {
 		if err := oneOf("namespace", n, knownNamespaces); err != nil {
+			return err
+		}
+	}
+	if !slices.IsSorted(s.Scoped) || len(slices.Compact(slices.Clone(s.Scoped))) != len(s.Scoped) {
+		return fmt.Errorf("sandbox scopes %q: not sorted and unique", s.Scoped)
+	}
+	for _, n := range s.Scoped {
+		if err := oneOf("scope", n, knownScopes); err != nil {
 			return err
 		}
 	}

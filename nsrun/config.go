@@ -12,7 +12,9 @@
 // the confinement found in force and what of it is missing. The caller
 // then records what was mounted (the launch record) and calls [Run.Go], after
 // which init starts the agent with the requested user, capabilities and
-// limits. [Run.Wait] returns the agent's exit status together with what init
+// limits, under the seccomp filter and, where the kernel has Landlock ABI 6,
+// in a Landlock domain scoped to its own processes (no abstract unix socket
+// or signal reaches outside it). [Run.Wait] returns the agent's exit status together with what init
 // saw at the end: processes that outlived the agent (all killed), mounts made
 // under the workspace, and whether the agent could rearrange its mounts.
 //

@@ -92,16 +92,19 @@ func runInit() int {
 	if err != nil {
 		return fail(err)
 	}
-	// The filter is built while setup mounts: it reads cfg, which setup
-	// does not change, and touches nothing setup does.
+	// The filter is built, and the Landlock scopes decided, while setup
+	// mounts: they read cfg, which setup does not change, and touch
+	// nothing setup does.
 	type built struct {
-		prog seccomp.Program
-		sb   attest.Sandbox
-		err  error
+		prog   seccomp.Program
+		scoped uint64
+		sb     attest.Sandbox
+		err    error
 	}
 	filterDone := make(chan built, 1)
 	go func() {
 		var b built
+		b.scoped = landlockScope(&b.sb)
 		b.prog, b.err = seccompFilter(&cfg, &b.sb)
 		filterDone <- b
 	}()
@@ -115,7 +118,8 @@ func runInit() int {
 	}
 	filter, sb := f.prog, &ready.Sandbox
 	sb.Seccomp, sb.SeccompSHA256, sb.Missing = f.sb.Seccomp, f.sb.SeccompSHA256, append(sb.Missing, f.sb.Missing...)
-	stage.send(&cfg, filter)
+	sb.Scoped = f.sb.Scoped
+	stage.send(&cfg, filter, f.scoped)
 	send(message{Ready: &ready})
 
 	// Messages from the supervisor; the channel closes when it goes away.

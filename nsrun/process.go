@@ -22,12 +22,14 @@ import (
 	"github.com/layerseal/layerseal/internal/seccomp"
 )
 
-// agentSpec is what init sends the agent stage: the process to become, and
+// agentSpec is what init sends the agent stage: the process to become,
 // the seccomp filter to load (nil for none), byte for byte the program
-// whose digest the launch record holds.
+// whose digest the launch record holds, and the Landlock scopes to put it
+// in (flags of agentScopes, 0 for none).
 type agentSpec struct {
 	Process specs.Process
 	Seccomp []byte
+	Scoped  uint64
 }
 
 // envFDs tells the agent stage how many preserved descriptors follow its
@@ -84,11 +86,11 @@ func startStage(cfg *Config) (*agentStage, error) {
 	return &agentStage{pid: pid, specW: specW, errR: errR}, nil
 }
 
-// send sends the stage the agent's process and filter (nil for none): it
-// applies the process, except the filter, and waits for go. A failure
-// shows in start.
-func (st *agentStage) send(cfg *Config, filter seccomp.Program) {
-	spec := agentSpec{Process: cfg.Process}
+// send sends the stage the agent's process, filter (nil for none) and
+// Landlock scopes (0 for none): it applies the process and the scopes,
+// except the filter, and waits for go. A failure shows in start.
+func (st *agentStage) send(cfg *Config, filter seccomp.Program, scoped uint64) {
+	spec := agentSpec{Process: cfg.Process, Scoped: scoped}
 	if filter != nil {
 		spec.Seccomp = filter.Bytes()
 	}
@@ -181,7 +183,7 @@ func execAgent() {
 	if err := newSession(p.Terminal); err != nil {
 		fail(err)
 	}
-	path, err := applyProcess(p, filter)
+	path, err := applyProcess(p, filter, as.Scoped)
 	if err != nil {
 		fail(err)
 	}
@@ -203,16 +205,22 @@ func execAgent() {
 }
 
 // applyProcess applies p to the calling thread and process, in the order
-// that keeps each step permitted: limits and bounding set while still
-// privileged, then groups and ids, then the remaining capability sets,
-// no_new_privs and the working directory. It returns the resolved command.
+// that keeps each step permitted: the Landlock scopes (none when scoped is
+// 0), limits and bounding set while still privileged, then groups and ids,
+// then the remaining capability sets, no_new_privs and the working
+// directory. It returns the resolved command.
 // With no_new_privs the caller loads the seccomp filter (none when nil)
 // last, right before it executes the command, so that only execve
 // follows; without no_new_privs the kernel takes a filter only from a
 // thread holding CAP_SYS_ADMIN, so applyProcess loads it before the
 // capabilities and ids change instead (as runc does), and every call of
 // the steps after it is one the default filter allows.
-func applyProcess(p *specs.Process, filter seccomp.Program) (string, error) {
+func applyProcess(p *specs.Process, filter seccomp.Program, scoped uint64) (string, error) {
+	if scoped != 0 {
+		if err := restrictScopes(scoped); err != nil {
+			return "", err
+		}
+	}
 	if p.User.Umask != nil {
 		unix.Umask(int(*p.User.Umask & 0o777))
 	}

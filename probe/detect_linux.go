@@ -14,6 +14,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/layerseal/layerseal/internal/linux"
 )
 
 // Detect tries every feature on the running kernel, then applies the
@@ -64,6 +66,7 @@ func detectCheap() Features {
 		StatxMountID:       trialStatx(unix.STATX_MNT_ID),
 		StatxMountIDUnique: trialStatx(unix.STATX_MNT_ID_UNIQUE),
 		Openat2:            trialOpenat2(),
+		LandlockScope:      trialLandlockScope(),
 	}
 }
 
@@ -115,6 +118,21 @@ func trialOpenat2() Finding {
 	}
 	unix.Close(fd)
 	return Finding{Status: Yes, Detail: "trial open"}
+}
+
+// trialLandlockScope asks the kernel for its Landlock ABI version: scopes
+// came with ABI 6.
+func trialLandlockScope() Finding {
+	abi, err := linux.LandlockABI()
+	switch {
+	case errors.Is(err, unix.EOPNOTSUPP):
+		return Finding{Status: No, Detail: "Landlock not enabled at boot (EOPNOTSUPP): add landlock to the lsm= boot parameter"}
+	case err != nil:
+		return Finding{Status: No, Detail: "no Landlock in this kernel (" + errText(err) + ")"}
+	case abi < 6:
+		return Finding{Status: No, Detail: fmt.Sprintf("Landlock ABI %d; scopes need ABI 6, Linux 6.12", abi)}
+	}
+	return Finding{Status: Yes, Detail: fmt.Sprintf("Landlock ABI %d", abi)}
 }
 
 // overlayListed reports whether /proc/filesystems lists overlay.

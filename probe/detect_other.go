@@ -21,6 +21,7 @@ func Detect() (Features, error) {
 		StatxMountID:       unknown,
 		StatxMountIDUnique: unknown,
 		Openat2:            unknown,
+		LandlockScope:      unknown,
 		Overlay:            unknown,
 		OverlayPinned:      unknown,
 		UserXattr:          unknown,

@@ -82,6 +82,11 @@ type Features struct {
 	// Openat2: openat2 with RESOLVE_BENEATH, RESOLVE_NO_SYMLINKS,
 	// RESOLVE_NO_MAGICLINKS and RESOLVE_NO_XDEV works (Linux 5.6).
 	Openat2 Finding `json:"openat2"`
+	// LandlockScope: Landlock ABI 6 or later (Linux 6.12), whose scopes keep
+	// the agent from the host's abstract unix sockets and from signalling
+	// outside its own processes. Without it an agent sharing the host's
+	// network can connect to the host's abstract unix sockets.
+	LandlockScope Finding `json:"landlock_scope"`
 
 	// Overlay: an overlay filesystem can be mounted (trial mount as root;
 	// otherwise only whether /proc/filesystems lists it).
@@ -135,6 +140,7 @@ func (f Features) WriteText(w io.Writer) error {
 	line("statx STATX_MNT_ID", f.StatxMountID)
 	line("statx STATX_MNT_ID_UNIQUE", f.StatxMountIDUnique)
 	line("openat2", f.Openat2)
+	line("landlock scopes", f.LandlockScope)
 	line("overlay", f.Overlay)
 	for _, o := range f.OverlayOptions {
 		line("overlay "+printable(o.Option), o.Finding)

@@ -16,6 +16,7 @@ func sample() Features {
 		StatxMountID:       Finding{Status: Yes, Detail: "statx mask"},
 		StatxMountIDUnique: Finding{Status: No, Detail: "not in statx mask"},
 		Openat2:            Finding{Status: No, Detail: "ENOSYS"},
+		LandlockScope:      Finding{Status: No, Detail: "Landlock ABI 4; scopes need ABI 6, Linux 6.12"},
 		Overlay:            Finding{Status: Yes, Detail: "trial mount"},
 		OverlayOptions: []OptionFinding{
 			{Option: "index=off", Finding: Finding{Status: Yes, Detail: "trial mount"}},
@@ -38,6 +39,7 @@ func TestWriteText(t *testing.T) {
 statx STATX_MNT_ID         yes (statx mask)
 statx STATX_MNT_ID_UNIQUE  no (not in statx mask)
 openat2                    no (ENOSYS)
+landlock scopes            no (Landlock ABI 4; scopes need ABI 6, Linux 6.12)
 overlay                    yes (trial mount)
 overlay index=off          yes (trial mount)
 overlay uuid=null          no (EINVAL)
@@ -92,7 +94,7 @@ func TestJSON(t *testing.T) {
 	if err := json.Unmarshal(b, &keys); err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"kernel_release", "openat2", "overlay", "overlay_options", "overlay_params",
+	want := []string{"kernel_release", "landlock_scope", "openat2", "overlay", "overlay_options", "overlay_params",
 		"overlay_params_note", "overlay_pinned", "simulated", "statx_mnt_id", "statx_mnt_id_unique", "userxattr"}
 	var got []string
 	for k := range keys {

@@ -217,9 +217,10 @@ func runConfig(cmd *cli.Command) (layerseal.RunConfig, error) {
 	if len(args) > 0 && args[0] == "--" {
 		args = args[1:]
 	}
-	proc := layerseal.DefaultProcess(args, 0, 0)
+	network := cmd.String("network")
+	proc := layerseal.DefaultProcess(args, 0, 0, network)
 	if f := cmd.String("process"); f != "" {
-		p, err := readProcess(f)
+		p, err := readProcess(f, network)
 		if err != nil {
 			return cfg, exitWith(exitSetup, err)
 		}
@@ -240,7 +241,7 @@ func runConfig(cmd *cli.Command) (layerseal.RunConfig, error) {
 			return cfg, exitWith(exitSetup, err)
 		}
 		if cmd.String("process") == "" {
-			proc = layerseal.DefaultProcess(proc.Args, uid, gid)
+			proc = layerseal.DefaultProcess(proc.Args, uid, gid, network)
 		}
 		proc.User.UID, proc.User.GID = uid, gid
 	}
@@ -349,9 +350,10 @@ func runSandbox(cmd *cli.Command) (nsrun.Sandbox, error) {
 
 // readProcess reads an OCI runtime-spec process object, strictly. What it
 // leaves out is what a command line gets: without "capabilities", the
-// default set for its user (layerseal.DefaultProcess: no CAP_SYS_ADMIN);
-// without "noNewPrivileges", true.
-func readProcess(path string) (specs.Process, error) {
+// default set for its user and network (layerseal.DefaultProcess: no
+// CAP_SYS_ADMIN, no CAP_NET_RAW under the host's network); without
+// "noNewPrivileges", true.
+func readProcess(path, network string) (specs.Process, error) {
 	var p specs.Process
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -364,7 +366,7 @@ func readProcess(path string) (specs.Process, error) {
 	if err := json.Unmarshal(b, &given); err != nil {
 		return p, fmt.Errorf("process file %q: %w", path, err)
 	}
-	def := layerseal.DefaultProcess(p.Args, p.User.UID, p.User.GID)
+	def := layerseal.DefaultProcess(p.Args, p.User.UID, p.User.GID, network)
 	if _, ok := given["capabilities"]; !ok {
 		p.Capabilities = def.Capabilities
 	}

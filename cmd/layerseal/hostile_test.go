@@ -105,7 +105,7 @@ type hostileRun struct {
 // rootWith writes a process file for a root agent with the default
 // capabilities and extra ones, and returns its path.
 func (e *env) rootWith(extra ...string) string {
-	p := layerseal.DefaultProcess(nil, 0, 0)
+	p := layerseal.DefaultProcess(nil, 0, 0, "host")
 	caps := append(slices.Clone(layerseal.DefaultCapabilities), extra...)
 	p.Capabilities = &specs.LinuxCapabilities{Bounding: caps, Effective: caps, Permitted: caps}
 	b, err := json.Marshal(p)

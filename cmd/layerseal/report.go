@@ -134,6 +134,7 @@ func writeLaunch(w io.Writer, l *attest.LaunchRecord, state string) {
 	fmt.Fprintf(w, "agent: %s (uid %d, gid %d)\n", strings.Join(args, " "), l.Agent.User.UID, l.Agent.User.GID)
 	fmt.Fprintf(w, "key: %s\n", l.KeyID)
 	fmt.Fprintf(w, "kernel: %s; overlay: %s\n", l.Kernel.Release, strings.Join(l.Overlay.Options, ","))
+	fmt.Fprintf(w, "sandbox: network %s, seccomp %s, %s\n", l.Sandbox.Network, l.Sandbox.Seccomp, scopesText(l.Sandbox))
 	p := l.Policy
 	fmt.Fprintf(w, "policy: apply %s, digest cap %d bytes, %d entries, %d per directory\n", orDefault(p.Apply, "auto"), p.DigestCap, p.MaxEntries, p.MaxDirEntries)
 	for _, g := range []struct {
@@ -149,6 +150,26 @@ func writeLaunch(w io.Writer, l *attest.LaunchRecord, state string) {
 		}
 	}
 	fmt.Fprintf(w, "layerseal %s\n", l.ToolVersion)
+}
+
+// scopesText says which Landlock scopes confined the agent, and what their
+// absence left open.
+func scopesText(sb attest.Sandbox) string {
+	if len(sb.Scoped) > 0 {
+		return "landlock scopes " + strings.Join(sb.Scoped, ", ")
+	}
+	if sb.Network == "host" {
+		return "no landlock scopes (the agent could connect to the host's abstract unix sockets)"
+	}
+	return "no landlock scopes"
+}
+
+// nonNilStrings is ss, or an empty list for JSON's sake.
+func nonNilStrings(ss []string) []string {
+	if ss == nil {
+		return []string{}
+	}
+	return ss
 }
 
 func orDefault(s, d string) string {
