@@ -125,7 +125,9 @@ func tiocstiChild(out io.Writer) syscall.Errno {
 	return 0
 }
 
-// defaultCaps are layerseal.DefaultCapabilities (which nsrun cannot import).
+// defaultCaps are Docker's default capability set: layerseal.DefaultCapabilities
+// (which nsrun cannot import) with CAP_MKNOD and CAP_NET_RAW, a superset the
+// filter answers the same for.
 var defaultCaps = []string{
 	"CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FSETID", "CAP_FOWNER", "CAP_MKNOD",
 	"CAP_NET_RAW", "CAP_SETGID", "CAP_SETUID", "CAP_SETFCAP", "CAP_SETPCAP",

@@ -59,7 +59,8 @@ var (
 	kill   = uint32(retKillProcess)
 )
 
-// defaultCaps is the agent's default set (layerseal.DefaultCapabilities).
+// defaultCaps is Docker's default capability set: layerseal.DefaultCapabilities
+// with CAP_MKNOD and CAP_NET_RAW, for which the filter is the same.
 var defaultCaps = []string{
 	"CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FSETID", "CAP_FOWNER", "CAP_MKNOD",
 	"CAP_NET_RAW", "CAP_SETGID", "CAP_SETUID", "CAP_SETFCAP", "CAP_SETPCAP",
