@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 
+	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 
 	"github.com/layerseal/layerseal/attest"
@@ -69,4 +71,35 @@ func CheckWorkspace(dir string, st *attest.Statement) ([]overlay.Mismatch, error
 	}
 	defer linux.Close(fd)
 	return overlay.Check(fd, st.AppliedEntries())
+}
+
+// ErrAgentCannotWrite is wrapped by AgentMayWrite's error: the agent's user
+// may not create entries in the workspace's root directory.
+var ErrAgentCannotWrite = errors.New("cannot write the workspace directory")
+
+// AgentMayWrite tells, from the permission bits and owner of the workspace
+// directory ws, whether an agent running as u may create entries in it
+// (the overlay shows the workspace's own owners and modes). Root is
+// assumed to hold CAP_DAC_OVERRIDE; ACLs are not read. It is an early
+// warning for the operator, not a check anything depends on.
+func AgentMayWrite(ws string, u specs.User) error {
+	if u.UID == 0 {
+		return nil
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(ws, &st); err != nil {
+		return fmt.Errorf("workspace %q: %w", ws, err)
+	}
+	const w, x = 0o2, 0o1
+	bits := st.Mode & 0o7
+	switch {
+	case st.Uid == u.UID:
+		bits = st.Mode >> 6 & 0o7
+	case st.Gid == u.GID || slices.Contains(u.AdditionalGids, st.Gid):
+		bits = st.Mode >> 3 & 0o7
+	}
+	if bits&(w|x) == w|x {
+		return nil
+	}
+	return fmt.Errorf("the agent's uid %d (gid %d) %w %q (owner uid %d, gid %d, mode %04o)", u.UID, u.GID, ErrAgentCannotWrite, ws, st.Uid, st.Gid, st.Mode&0o7777)
 }

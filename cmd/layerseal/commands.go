@@ -269,6 +269,9 @@ func runConfig(cmd *cli.Command) (layerseal.RunConfig, error) {
 		}
 		proc.Cwd = c
 	}
+	if err := layerseal.AgentMayWrite(cmd.String("workspace"), proc.User); errors.Is(err, layerseal.ErrAgentCannotWrite) {
+		fmt.Fprintf(os.Stderr, "layerseal: warning: %v: it can change only what that user may; chown the workspace to the agent's user first, or run the agent as the owner\n", err)
+	}
 	pol := attest.Policy{
 		MaxEntries:    cmd.Int64("max-entries"),
 		MaxDirEntries: cmd.Int64("max-dir-entries"),
