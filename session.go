@@ -92,14 +92,16 @@ func (e *SetupError) Unwrap() error { return e.Err }
 // DefaultCapabilities are what an agent running as root keeps when its
 // process names none and it shares the host's network: the usual container
 // set without CAP_SYS_ADMIN, so it cannot rearrange its mounts, without
-// CAP_MKNOD, so it makes no device node, and without CAP_NET_RAW, with which
+// CAP_MKNOD, so it makes no device node, without CAP_SETFCAP, so it gives no
+// file capabilities (which apply would carry to the host), and without
+// CAP_NET_RAW, with which
 // it could read every packet of the host, loopback included, through an
 // AF_PACKET socket (a --process file may still name any of them). In a
 // network namespace of its own it keeps CAP_NET_RAW as well (see
 // DefaultProcess): there it sees only its own traffic.
 var DefaultCapabilities = []string{
 	"CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FSETID", "CAP_FOWNER",
-	"CAP_SETGID", "CAP_SETUID", "CAP_SETFCAP", "CAP_SETPCAP",
+	"CAP_SETGID", "CAP_SETUID", "CAP_SETPCAP",
 	"CAP_NET_BIND_SERVICE", "CAP_SYS_CHROOT", "CAP_KILL", "CAP_AUDIT_WRITE",
 }
 

@@ -25,7 +25,7 @@ const (
 // Violation is a change on a protected path that no allow covered.
 type Violation struct {
 	Path   Path
-	Rule   string // the protected glob it broke, as written
+	Rule   string // the protected glob it broke, as written, or a built-in rule's name
 	Action Action
 }
 

@@ -18,8 +18,8 @@ import (
 	"github.com/layerseal/layerseal/internal/privtest"
 )
 
-// containerCaps is the container capability set without CAP_SYS_ADMIN, as a
-// root agent keeps by default.
+// containerCaps is Docker's container capability set without CAP_SYS_ADMIN (a
+// superset of what a root agent keeps by default).
 var containerCaps = []string{
 	"CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FSETID", "CAP_FOWNER", "CAP_MKNOD",
 	"CAP_NET_RAW", "CAP_SETGID", "CAP_SETUID", "CAP_SETFCAP", "CAP_SETPCAP",

@@ -255,3 +255,34 @@ func TestBuiltin(t *testing.T) {
 		}
 	}
 }
+
+// TestGrants: a change whose new state would grant rights on the host
+// breaks a built-in rule wherever it lies, unless an allow covers it.
+func TestGrants(t *testing.T) {
+	r := rules(t, nil, nil, []string{"tools/**"})
+	file := func(mode uint32, xs ...attest.Xattr) *attest.State {
+		return &attest.State{Type: attest.File, Mode: mode, Xattrs: xs}
+	}
+	capability := attest.Xattr{Name: "security.capability", Value: []byte{1}}
+	for _, c := range []struct {
+		p        attest.Path
+		old, new *attest.State
+		want     string
+	}{
+		{"sh", nil, file(0o4755), RuleSetuid},
+		{"sh", file(0o4755), file(0o4755), RuleSetuid}, // new contents, or a new owner, in a setuid file
+		{"tool", file(0o755), file(0o2755), RuleSetgid},
+		{"ping", nil, file(0o755, capability), RuleCapabilities},
+		{"mem", nil, &attest.State{Type: attest.CharDev, Mode: 0o666}, RuleDevice},
+		{"disk", nil, &attest.State{Type: attest.BlockDev, Mode: 0o600}, RuleDevice},
+		{"shared", nil, &attest.State{Type: attest.Dir, Mode: 0o2775}, ""}, // a setgid directory runs nothing
+		{"sh", file(0o4755), file(0o755), ""},
+		{"sh", file(0o4755), nil, ""},
+		{"plain", nil, file(0o755, attest.Xattr{Name: "user.note", Value: []byte("x")}), ""},
+		{"tools/sh", nil, file(0o4755), ""},
+	} {
+		if got := r.ChangeViolation(c.p, c.old, c.new); got != c.want {
+			t.Errorf("ChangeViolation(%s, %+v, %+v) = %q, want %q", c.p, c.old, c.new, got, c.want)
+		}
+	}
+}

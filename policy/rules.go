@@ -86,36 +86,76 @@ func (r *Rules) Excluded(p attest.Path) bool {
 // Violation returns the protected glob a change at p breaks, or "" when p
 // matches no protected glob or an allow covers it.
 func (r *Rules) Violation(p attest.Path) string {
-	rule := ""
 	for _, g := range r.Protected {
 		if g.Match(p) {
-			rule = g.text
-			break
+			if r.allowed(p) {
+				return ""
+			}
+			return g.text
 		}
 	}
-	if rule == "" {
-		return ""
-	}
-	for _, g := range r.Allow {
-		if g.Match(p) {
-			return ""
-		}
-	}
-	return rule
+	return ""
 }
 
+func (r *Rules) allowed(p attest.Path) bool {
+	for _, g := range r.Allow {
+		if g.Match(p) {
+			return true
+		}
+	}
+	return false
+}
+
+// Built-in rules a change breaks by what its new state would grant on the
+// host once applied, wherever it lies: the workspace is the host's, and a
+// root agent's file there runs with the rights it carries, for anyone who
+// can reach it.
+const (
+	RuleSetuid       = "(setuid file)"       // a regular file that runs as its owner
+	RuleSetgid       = "(setgid file)"       // a regular file that runs as its group
+	RuleCapabilities = "(file capabilities)" // security.capability: runs with capabilities
+	RuleDevice       = "(device node)"       // a char or block device: the host's hardware or memory
+)
+
 // ChangeViolation is Violation for a change at p from the state old to
-// new (nil where absent), for the rules that depend on what p is: a .git
-// that is a directory before and after breaks no built-in rule.
+// new (nil where absent), with the rules that depend on the states: a .git
+// that is a directory before and after breaks no built-in glob, and a new
+// state that is a setuid or setgid file, has file capabilities or is a
+// device node breaks a built-in rule (RuleSetuid, ...), unless an allow
+// covers p.
 func (r *Rules) ChangeViolation(p attest.Path, old, new *attest.State) string {
 	rule := r.Violation(p)
 	if rule == gitLink && dirOrAbsent(old) && dirOrAbsent(new) {
-		return ""
+		rule = ""
+	}
+	if rule == "" && new != nil && !r.allowed(p) {
+		rule = grants(new)
 	}
 	return rule
 }
 
 func dirOrAbsent(s *attest.State) bool { return s == nil || s.Type == attest.Dir }
+
+// grants names the built-in rule a state breaks by what it grants, "" for
+// none.
+func grants(s *attest.State) string {
+	switch {
+	case s.Type == attest.CharDev || s.Type == attest.BlockDev:
+		return RuleDevice
+	case s.Type != attest.File:
+		return ""
+	case s.Mode&0o4000 != 0:
+		return RuleSetuid
+	case s.Mode&0o2000 != 0:
+		return RuleSetgid
+	}
+	for _, x := range s.Xattrs {
+		if x.Name == "security.capability" {
+			return RuleCapabilities
+		}
+	}
+	return ""
+}
 
 // UnusedAllows returns the allows that can match no protected path but
 // those of the Builtin globs for repositories at any depth (which every

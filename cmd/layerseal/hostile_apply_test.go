@@ -14,6 +14,7 @@ import (
 
 	"github.com/layerseal/layerseal/attest"
 	"github.com/layerseal/layerseal/internal/privtest"
+	"github.com/layerseal/layerseal/policy"
 )
 
 // applyCase is a workspace and a run whose apply must not reach beyond
@@ -476,10 +477,10 @@ func TestHostileOverlayNamedXattrs(t *testing.T) {
 }
 
 // TestHostileExcludedDangerous: inside an excluded subtree, a setuid
-// copy of a shell, a setuid bit added to a lower file, a 0666 block
+// copy of a shell, a setgid bit added to a lower file, a 0666 block
 // device, a hard link to a protected file and symlinks leaving the
-// subtree are itemized, not just counted (the link is a violation and is
-// reverted); the rest is counted.
+// subtree are itemized, not just counted (all but the symlinks are
+// violations and are reverted); the rest is counted.
 func TestHostileExcludedDangerous(t *testing.T) {
 	privtest.Require(t)
 	e := newEnv(t)
@@ -506,15 +507,25 @@ ln ../../.env env; ln -s /etc/shadow shadow; ln -s ../../src up; ln -s ./sh in; 
 	if len(st.Excluded) != 1 || st.Excluded[0].Entries != 4 { // node_modules, pkg, in, plain
 		t.Errorf("excluded %+v, want node_modules with 4 entries", st.Excluded)
 	}
-	if len(st.Violations) != 1 || st.Violations[0].Path != "node_modules/pkg/env" || st.Violations[0].Action != attest.Reverted {
-		t.Errorf("violations %+v", st.Violations)
+	vs := map[string]string{}
+	for _, v := range st.Violations {
+		vs[string(v.Path)] = v.Rule + " " + string(v.Action)
+	}
+	if want := map[string]string{"node_modules/pkg/env": ".env reverted", "node_modules/pkg/sh": policy.RuleSetuid + " reverted",
+		"node_modules/pkg/tool": policy.RuleSetgid + " reverted", "node_modules/pkg/blk": policy.RuleDevice + " reverted"}; fmt.Sprint(vs) != fmt.Sprint(want) {
+		t.Errorf("violations %v, want %v", vs, want)
 	}
 	// A run with violations is staged; the user applies what the sweep left.
 	if code, so, se := e.cli("apply", "--state-dir", e.state, out); code != 0 {
 		t.Fatalf("apply: exit %d\n%s%s", code, so, se)
 	}
-	if _, err := os.Lstat(filepath.Join(e.ws, "node_modules/pkg/env")); err == nil {
-		t.Error("the link to .env was applied")
+	for _, p := range []string{"env", "sh", "blk"} {
+		if _, err := os.Lstat(filepath.Join(e.ws, "node_modules/pkg", p)); err == nil {
+			t.Errorf("node_modules/pkg/%s was applied", p)
+		}
+	}
+	if fi, err := os.Stat(filepath.Join(e.ws, "node_modules/pkg/tool")); err != nil || fi.Mode()&os.ModeSetgid != 0 {
+		t.Errorf("node_modules/pkg/tool: %v, %v: want it without its setgid bit", fi, err)
 	}
 	if readString(t, filepath.Join(e.ws, "node_modules/pkg/plain")) != "x\n" {
 		t.Error("the excluded subtree was not applied")

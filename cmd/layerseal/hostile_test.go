@@ -74,6 +74,8 @@ type hostile struct {
 	// $OUT (layerseal's paths, which the agent must not reach).
 	script string
 	flags  []string
+	// rootCaps are capabilities a root agent holds beside the defaults.
+	rootCaps []string
 	// codes are the incomplete codes the statement must hold, exactly.
 	codes []attest.Code
 	exit  int  // the agent's exit status
@@ -173,6 +175,10 @@ func (h hostile) run(t *testing.T, user string) *hostileRun {
 		flags = append(flags, "--user", "65534:65534")
 	case "admin":
 		flags = append(flags, "--process", e.rootWith("CAP_SYS_ADMIN"))
+	case "root":
+		if len(h.rootCaps) > 0 {
+			flags = append(flags, "--process", e.rootWith(h.rootCaps...))
+		}
 	}
 	before, err := treediff.Walk(e.ws)
 	if err != nil {
@@ -361,7 +367,10 @@ i=0; while [ $i -lt %d ]; do ln linked lower-link-$i; i=$((i+1)); done; rm farm/
 					t.Errorf("lower-link-3 links to %q, want \"linked\"", e.New.Link)
 				}
 			}},
-		{name: "xattrs", users: []string{"root"}, tree: hostileTree, view: true,
+		// With CAP_SETFCAP, no longer a default, and --allow keep: file
+		// capabilities are otherwise a violation (TestGrantsReverted);
+		// here the attribute's exact copy is tested.
+		{name: "xattrs", users: []string{"root"}, tree: hostileTree, view: true, flags: []string{"--allow", "keep"}, rootCaps: []string{"CAP_SETFCAP"},
 			script: `setfattr -n security.capability -v ` + capV2 + ` keep; setfattr -n user.note -v "$(printf 'a\nb')" src/main.go
 ! setfattr -n trusted.agent -v t docs/readme 2>/dev/null; setfattr -n trusted.overlay.opaque -v y src 2>/dev/null || true`},
 		{name: "xattrs", users: []string{"nobody"}, tree: hostileTree, view: true,

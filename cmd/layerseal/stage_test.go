@@ -21,6 +21,7 @@ import (
 	"github.com/layerseal/layerseal"
 	"github.com/layerseal/layerseal/attest"
 	"github.com/layerseal/layerseal/internal/treediff"
+	"github.com/layerseal/layerseal/policy"
 )
 
 // Environment of the test binary acting as layerseal apply.
@@ -289,6 +290,44 @@ echo changed > file.txt`
 	code, log = e.run(filepath.Join(e.dir, "run3"), `echo '[user]' >> .git/config`, "--allow", ".git/config")
 	if b, _ := os.ReadFile(filepath.Join(e.ws, ".git/config")); code != 0 || strings.Contains(log, "protected") || string(b) != "[core]\n[user]\n" {
 		t.Errorf("run3 with --allow .git/config: exit %d, .git/config %q:\n%s", code, b, log)
+	}
+}
+
+// TestGrantsReverted: a root agent's setuid copy of a binary, a setgid bit
+// and file capabilities would run with those rights on the host once
+// applied: each is a violation, reverted, and the run staged; --allow lets
+// one through.
+func TestGrantsReverted(t *testing.T) {
+	e := newEnv(t)
+	write(t, e.ws, map[string]string{"tool": "t\n", "src/a": "a\n"})
+	out := filepath.Join(e.dir, "run")
+	code, log := e.run(out, `cp /bin/true suid; chmod 4755 suid; chmod 2755 tool
+cp /bin/true capped; setfattr -n security.capability -v `+capV2+` capped; echo b > src/a`,
+		"--process", e.rootWith("CAP_SETFCAP")) // no longer a default
+	if code != 0 || !strings.Contains(log, "protected path(s): the change set is staged") {
+		t.Fatalf("run: exit %d, not staged:\n%s", code, log)
+	}
+	for _, v := range [][2]string{{"suid", policy.RuleSetuid}, {"tool", policy.RuleSetgid}, {"capped", policy.RuleCapabilities}} {
+		if want := fmt.Sprintf("protected path %s changed (rule %q): reverted", v[0], v[1]); !strings.Contains(log, want) {
+			t.Errorf("no %q in:\n%s", want, log)
+		}
+	}
+	e.mustCLI(0, "apply", "--state-dir", e.state, out)
+	for _, p := range []string{"suid", "capped"} {
+		if _, err := os.Lstat(filepath.Join(e.ws, p)); err == nil {
+			t.Errorf("%s was applied", p)
+		}
+	}
+	if fi, err := os.Stat(filepath.Join(e.ws, "tool")); err != nil || fi.Mode()&os.ModeSetgid != 0 {
+		t.Errorf("tool: %v, %v: want it without its setgid bit", fi, err)
+	}
+	if readString(t, filepath.Join(e.ws, "src/a")) != "b\n" {
+		t.Error("src/a was not applied")
+	}
+	// By default a root agent cannot give file capabilities at all.
+	code, log = e.run(filepath.Join(e.dir, "run2"), `cp /bin/true suid; chmod 4755 suid; ! setfattr -n security.capability -v `+capV2+` suid 2>/dev/null`, "--allow", "suid")
+	if fi, err := os.Stat(filepath.Join(e.ws, "suid")); code != 0 || err != nil || fi.Mode()&os.ModeSetuid == 0 {
+		t.Errorf("--allow suid: exit %d, %v, %v:\n%s", code, fi, err, log)
 	}
 }
 
