@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 
 	"github.com/urfave/cli/v3"
 	"golang.org/x/sys/unix"
@@ -51,6 +52,13 @@ func runPolicy(cmd *cli.Command, base attest.Policy) (attest.Policy, error) {
 func reportPolicy(st *attest.Statement) {
 	for _, v := range st.Violations {
 		fmt.Fprintf(os.Stderr, "layerseal: protected path %s changed (rule %q): %s\n", v.Path, v.Rule, v.Action)
+	}
+	if len(st.Violations) > 0 {
+		example := "GLOB"
+		if p := string(st.Violations[0].Path); strings.Trim(p, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./") == "" {
+			example = "'" + p + "'"
+		}
+		fmt.Fprintf(os.Stderr, "layerseal: a run lets the agent change a protected path with --allow, such as --allow %s\n", example)
 	}
 	for _, x := range st.Excluded {
 		fmt.Fprintf(os.Stderr, "layerseal: excluded %s: %d entries, %d bytes\n", x.Path, x.Entries, x.Bytes)

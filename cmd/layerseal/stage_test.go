@@ -254,6 +254,9 @@ echo changed > file.txt`
 	if code != 0 || !strings.Contains(log, "protected path(s): the change set is staged") {
 		t.Fatalf("run: exit %d, not staged for its violations:\n%s", code, log)
 	}
+	if !strings.Contains(log, "such as --allow '.git/config'\n") {
+		t.Errorf("no --allow hint:\n%s", log)
+	}
 	if !strings.Contains(log, "and also 3 entr(ies) in .git") {
 		t.Errorf("no warning of the agent's 3 entries in .git (objects, ab, cdef):\n%s", log)
 	}
