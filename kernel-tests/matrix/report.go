@@ -68,6 +68,7 @@ var featureRows = []struct {
 	{"overlay", func(f probe.Features) probe.Finding { return f.Overlay }},
 	{"overlay userxattr", func(f probe.Features) probe.Finding { return f.UserXattr }},
 	{"overlay pinned set", func(f probe.Features) probe.Finding { return f.OverlayPinned }},
+	{"landlock scopes", func(f probe.Features) probe.Finding { return f.LandlockScope }},
 }
 
 func featureText(c *Column, mode string, get func(probe.Features) probe.Finding) string {
@@ -244,6 +245,7 @@ layerseal does follows from what was found.
 | overlay ` + "`xino=off`" + `, ` + "`nfs_export=off`" + ` | 4.17, 4.16 | mounts without them; listed as missing |
 | overlay ` + "`redirect_dir`" + `, ` + "`metacopy`" + `, ` + "`index`" + ` | 4.10–4.19 | refuses to run: without them the upper layer is not the complete change set |
 | overlay ` + "`userxattr`" + ` | 5.11 | only used for unprivileged mounts |
+| Landlock scopes (ABI 6), Landlock in the LSM list | 6.12 | runs the agent unscoped: sharing the host's network, it can connect to the host's abstract unix sockets; the launch record has no ` + "`scoped`" + ` (not an incomplete reason) |
 
 ## Matrix
 
