@@ -67,12 +67,17 @@ func TestWorkspaceLock(t *testing.T) {
 
 // TestWorkspaceLockHolderDied: a lock whose holder died (here a child
 // process that took it and was killed) frees itself.
+// heldLock is the lock TestWorkspaceLockHolderDied's holder process keeps.
+var heldLock *workspaceLock
+
 func TestWorkspaceLockHolderDied(t *testing.T) {
 	if os.Getenv("LAYERSEAL_TEST_LOCK_HOLD") != "" {
 		args := strings.Split(os.Getenv("LAYERSEAL_TEST_LOCK_HOLD"), "\n")
 		st, err := linux.Lstat(unix.AT_FDCWD, args[1])
 		if err == nil {
-			_, err = OpenStore(args[0]).lockWorkspace(args[1], st, "dead-holder")
+			// Kept reachable: a lock dropped would let the collector's
+			// finalizer close its descriptor, and free it, at any time.
+			heldLock, err = OpenStore(args[0]).lockWorkspace(args[1], st, "dead-holder")
 		}
 		if err != nil {
 			os.Stdout.WriteString("error: " + err.Error() + "\n")
