@@ -11,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/layerseal/layerseal/attest"
 	"github.com/layerseal/layerseal/internal/privtest"
 	"github.com/layerseal/layerseal/policy"
@@ -264,21 +262,6 @@ func TestApplyLeaveRemoval(t *testing.T) {
 	for _, finish := range []string{"RemovePruned", "Prune"} {
 		t.Run(finish, func(t *testing.T) {
 			ws, state := t.TempDir(), filepath.Join(t.TempDir(), "state")
-			if testing.Short() {
-				// The kernel matrix's emulated guests: the thousands of
-				// files cost their ext4 many times what the test is
-				// about, so both go on one tmpfs (one filesystem, as the
-				// temp dir: overlay's inode numbers stay unique).
-				fs := t.TempDir()
-				if err := unix.Mount("tmpfs", fs, "tmpfs", 0, "size=512m,mode=0755"); err != nil {
-					t.Fatalf("mount tmpfs: %v", err)
-				}
-				t.Cleanup(func() { unix.Unmount(fs, unix.MNT_DETACH) })
-				ws, state = filepath.Join(fs, "ws"), filepath.Join(fs, "state")
-				if err := os.Mkdir(ws, 0o755); err != nil {
-					t.Fatal(err)
-				}
-			}
 			res := runAgent(t, ws, state, attest.Policy{Apply: policy.ApplyStage}, fmt.Sprintf("mkdir d many; echo b > d/b; echo a > a; cd many; seq %d | xargs touch", LeaveRemovalMin))
 			store := OpenStore(state)
 			id := res.Statement.SessionID
