@@ -223,12 +223,12 @@ func sequence(ns *mountNS, base string, seed uint64, maxOps int, ops []oracle.Op
 }
 
 // TestOracle runs LAYERSEAL_ORACLE_N seeded random sequences (500 by
-// default, 100 with -short) and shrinks the first disagreement to a minimal reproducer.
+// default, 50 with -short) and shrinks the first disagreement to a minimal reproducer.
 func TestOracle(t *testing.T) {
 	privtest.Require(t)
 	sequences := 500
 	if testing.Short() {
-		sequences = 100 // the kernel matrix's emulated guests; CI's host run does 500
+		sequences = 50 // the kernel matrix's emulated guests; CI's host run does 500
 	}
 	n, first, maxOps := envInt(t, envN, sequences), envInt(t, envSeed, 1), envInt(t, envOps, 16)
 	if maxOps < 1 {
