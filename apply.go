@@ -45,10 +45,11 @@ type WorkspaceChangedError struct {
 
 func (e *WorkspaceChangedError) Error() string {
 	hint := ""
-	if slices.Contains(e.Paths, ".git/index") {
-		// git rewrites its index on `git status`: a cache of the work
+	if slices.Contains(e.Paths, ".git/index") || slices.Contains(e.Paths, ".git") {
+		// git rewrites its index on `git status`, through a rename that
+		// also moves the .git directory's mtime: a cache of the work
 		// tree's stat data, which the agent's index replaces safely.
-		hint = " (.git/index changes whenever git runs in the workspace, `git status` included: the agent's can usually be forced)"
+		hint = " (.git/index and the .git directory's mtime change whenever git runs in the workspace, `git status` included: the agent's can usually be forced)"
 	}
 	return fmt.Sprintf("the workspace changed since the session started at %s: nothing was applied and the change set stays staged; "+
 		"`layerseal apply --force %s PATH...` overwrites those paths, `layerseal apply --skip %s PATH...` leaves them out%s",

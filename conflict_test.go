@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -57,5 +58,20 @@ func TestConflicts(t *testing.T) {
 	}
 	if got := conflicts(dir, paths, since); !slices.Equal(got, want) {
 		t.Errorf("after the workspace path moved, conflicts = %q, want %q: they are found beneath the directory, not its path", got, want)
+	}
+}
+
+// TestWorkspaceChangedGitHint: a conflict at .git/index or at the .git
+// directory itself (whose mtime the operator's git status moves) says
+// that git did it.
+func TestWorkspaceChangedGitHint(t *testing.T) {
+	for _, c := range []struct {
+		paths []attest.Path
+		hint  bool
+	}{{[]attest.Path{".git/index"}, true}, {[]attest.Path{".git"}, true}, {[]attest.Path{"src/a"}, false}} {
+		msg := (&WorkspaceChangedError{Out: "o", Paths: c.paths}).Error()
+		if strings.Contains(msg, "`git status` included") != c.hint {
+			t.Errorf("%v: %s", c.paths, msg)
+		}
 	}
 }
