@@ -30,7 +30,7 @@ import (
 // argument into the terminal on stdin with TIOCSTI), "takeover" (TOSTOP,
 // its process group made the terminal's foreground group),
 // "resume" (a session of its own, says "ready", then SIGCONT to the pid in
-// its argument after 0.5 s).
+// its argument once that process is stopped).
 const (
 	toolEnv     = "LAYERSEAL_TEST_TOOL"
 	operatorEnv = "LAYERSEAL_TEST_OPERATOR"
@@ -78,10 +78,20 @@ func init() {
 			os.Exit(1)
 		}
 		fmt.Println("ready")
-		time.Sleep(500 * time.Millisecond)
+		// Resume the process once it is stopped: a SIGCONT sent before
+		// its STOP (a loaded machine) would leave it stopped for good.
 		pid, _ := strconv.Atoi(os.Args[1])
-		unix.Kill(pid, unix.SIGCONT)
-		os.Exit(0)
+		for end := time.Now().Add(15 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+			stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+			if err != nil {
+				os.Exit(1)
+			}
+			if f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:])); len(f) > 0 && f[0] == "T" {
+				unix.Kill(pid, unix.SIGCONT)
+				os.Exit(0)
+			}
+		}
+		os.Exit(1)
 	}
 }
 
