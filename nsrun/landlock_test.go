@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -81,71 +80,6 @@ func reach(stream, dgram string) int {
 	return 0
 }
 
-// hostAbstract listens on an abstract stream socket and binds an abstract
-// datagram socket, both in the test's (the host's) network namespace, and
-// returns their names and a function that says what reached them.
-func hostAbstract(t *testing.T) (stream, dgram string, heard func() []string) {
-	t.Helper()
-	stream = fmt.Sprintf("@layerseal-test-%d-%d", os.Getpid(), time.Now().UnixNano())
-	dgram = stream + "-dgram"
-	l, err := net.Listen("unix", stream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := net.ListenPacket("unixgram", dgram)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var got []string
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			b, _ := io.ReadAll(io.LimitReader(c, 64))
-			c.Close()
-			mu.Lock()
-			got = append(got, "stream "+string(b))
-			mu.Unlock()
-		}
-	}()
-	go func() {
-		defer wg.Done()
-		buf := make([]byte, 64)
-		for {
-			n, _, err := d.ReadFrom(buf)
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			got = append(got, "dgram "+string(buf[:n]))
-			mu.Unlock()
-		}
-	}()
-	closed := false
-	heard = func() []string {
-		if !closed {
-			closed = true
-			// Whatever the agent sent arrived before it exited; give the
-			// accepting side a moment to read it, then stop.
-			time.Sleep(100 * time.Millisecond)
-			l.Close()
-			d.Close()
-			wg.Wait()
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		return slices.Clone(got)
-	}
-	t.Cleanup(func() { heard() })
-	return stream, dgram, heard
-}
-
 // TestScopedAbstractSockets: an agent sharing the host's network cannot
 // connect or send to an abstract unix socket of the host's (which receives
 // nothing) nor signal its init, while two processes of its own still talk
@@ -171,7 +105,7 @@ func TestScopedAbstractSockets(t *testing.T) {
 		network := c.network
 		t.Run(c.name, func(t *testing.T) {
 			e := newEnv(t)
-			stream, dgram, heard := hostAbstract(t)
+			stream, dgram, heard := privtest.AbstractSockets(t)
 			// The agent is the test binary, in the workspace so that any
 			// uid reaches it.
 			for _, d := range []string{filepath.Dir(filepath.Dir(e.ws)), filepath.Dir(e.ws)} {

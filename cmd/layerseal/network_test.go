@@ -3,21 +3,19 @@ package main
 import (
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
-	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/layerseal/layerseal/attest"
 	"github.com/layerseal/layerseal/internal/linux"
+	"github.com/layerseal/layerseal/internal/privtest"
 )
 
 // reachEnv makes the test binary, run as the agent, open an AF_PACKET
@@ -75,40 +73,16 @@ func TestRunNetworkReach(t *testing.T) {
 	scoped := abiErr == nil && abi >= 6
 	t.Logf("Landlock ABI %d (%v): scoping expected %v", abi, abiErr, scoped)
 	for _, network := range []string{"host", "none"} {
-		name := fmt.Sprintf("@layerseal-cli-test-%d-%s", os.Getpid(), network)
-		l, err := net.Listen("unix", name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var mu sync.Mutex
-		var heard []string
-		var wg sync.WaitGroup
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				c, err := l.Accept()
-				if err != nil {
-					return
-				}
-				b, _ := io.ReadAll(io.LimitReader(c, 64))
-				c.Close()
-				mu.Lock()
-				heard = append(heard, string(b))
-				mu.Unlock()
-			}
-		}()
+		name, _, hostHeard := privtest.AbstractSockets(t)
 		out := filepath.Join(e.dir, "out-"+network)
 		code, text := e.run(out, `"$TOOL" "$NAME"`, "--network", network,
 			"--env", reachEnv+"=1", "--env", "TOOL="+os.Args[0], "--env", "NAME="+name)
-		time.Sleep(100 * time.Millisecond)
-		l.Close()
-		wg.Wait()
+		heard := hostHeard()
 		if code != 0 {
 			t.Fatalf("--network %s: exit %d: %s", network, code, text)
 		}
 		// EPERM is 1, ECONNREFUSED 111.
-		packet, abstract, wantHeard := "1", "0", []string{"hi"}
+		packet, abstract, wantHeard := "1", "0", []string{"stream hi"}
 		switch {
 		case network == "none":
 			packet, abstract, wantHeard = "0", "111", nil
