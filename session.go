@@ -94,9 +94,9 @@ func (e *SetupError) Unwrap() error { return e.Err }
 // set without CAP_SYS_ADMIN, so it cannot rearrange its mounts, without
 // CAP_MKNOD, so it makes no device node, without CAP_SETFCAP, so it gives no
 // file capabilities (which apply would carry to the host), and without
-// CAP_NET_RAW, with which
-// it could read every packet of the host, loopback included, through an
-// AF_PACKET socket (a --process file may still name any of them). In a
+// CAP_NET_RAW, with which it could read every packet of the host, loopback
+// included, through an AF_PACKET socket (a --process file may still name
+// any of them). In a
 // network namespace of its own it keeps CAP_NET_RAW as well (see
 // DefaultProcess): there it sees only its own traffic.
 var DefaultCapabilities = []string{
