@@ -54,8 +54,13 @@ func reportPolicy(st *attest.Statement) {
 		fmt.Fprintf(os.Stderr, "layerseal: protected path %s changed (rule %q): %s\n", v.Path, v.Rule, v.Action)
 	}
 	if len(st.Violations) > 0 {
-		example := "GLOB"
-		if p := string(st.Violations[0].Path); strings.Trim(p, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./") == "" {
+		// The first violation's glob, or for a built-in rule on what a
+		// change grants, its path when the path is a glob of itself.
+		v, example := st.Violations[0], "GLOB"
+		switch p := string(v.Path); {
+		case !strings.HasPrefix(v.Rule, "(") && !strings.Contains(v.Rule, "'"):
+			example = "'" + v.Rule + "'"
+		case strings.Trim(p, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./") == "":
 			example = "'" + p + "'"
 		}
 		fmt.Fprintf(os.Stderr, "layerseal: a run lets the agent change a protected path with --allow, such as --allow %s\n", example)

@@ -329,6 +329,9 @@ cp /bin/true capped; setfattr -n security.capability -v `+capV2+` capped; echo b
 	if code != 0 || !strings.Contains(log, "protected path(s): the change set is staged") {
 		t.Fatalf("run: exit %d, not staged:\n%s", code, log)
 	}
+	if !strings.Contains(log, "such as --allow 'capped'\n") { // a built-in rule's example is the path
+		t.Errorf("no --allow hint naming the path:\n%s", log)
+	}
 	for _, v := range [][2]string{{"suid", policy.RuleSetuid}, {"tool", policy.RuleSetgid}, {"capped", policy.RuleCapabilities}} {
 		if want := fmt.Sprintf("protected path %s changed (rule %q): reverted", v[0], v[1]); !strings.Contains(log, want) {
 			t.Errorf("no %q in:\n%s", want, log)
