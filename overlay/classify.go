@@ -46,6 +46,10 @@ type reader struct {
 	excluded []attest.Excluded // subtrees summarized for opt.Exclude
 
 	ahead *hashAhead // large files being hashed beside the walk, if any
+
+	// gitDirs: directories of excluded subtrees, whether each has git's
+	// repository layout (gitItemized).
+	gitDirs map[attest.Path]bool
 }
 
 // linkKey names an inode of one layer; linkSum is its digest and the stat

@@ -22,7 +22,8 @@ import (
 // since a count would hide what matters about them: setuid and setgid
 // files, device nodes, regular files with several names (one may lie
 // outside the subtree, a protected file among them) and symlinks whose
-// target leaves the subtree.
+// target leaves the subtree; and what git makes a repository of, or runs
+// commands through in one (gitItemized).
 func (r *reader) summarize(p attest.Path, name string, u, l node) error {
 	x := attest.Excluded{Path: p}
 	err := r.countTree(&x, p, name, u, l, r.inOpaque)
@@ -45,7 +46,7 @@ func (r *reader) countTree(x *attest.Excluded, p attest.Path, name string, u, l 
 		r.reason(attest.OtherMount, p, "upper entry is on another mount: excluded with its subtree")
 		return nil
 	}
-	if r.itemized(x.Path, p, name, u, st) {
+	if r.itemized(x.Path, p, name, u, st) || r.gitItemized(p, name, u, l, hidden) {
 		r.stats.UpperEntries-- // child charges it again
 		outer := r.inOpaque
 		r.inOpaque, r.itemizing = hidden, true
