@@ -69,6 +69,7 @@ func TestGitRepositoryRule(t *testing.T) {
 	script := `export HOME=/tmp
 cd src; git init -q --bare .; git config core.bare false; git config core.worktree "$PWD"; ` + fsmonitor(1) + `; cd ..
 mkdir sub; cd sub; git init -q; ` + fsmonitor(2) + `; cd ..
+mkdir -p vendor/lib.git/hooks # git without its templates makes none
 printf '#!/bin/sh\ntouch ` + marker(3) + `\n' > vendor/lib.git/hooks/pre-commit; chmod +x vendor/lib.git/hooks/pre-commit
 mkdir lib/.git/rebase-merge; printf 'exec touch ` + marker(4) + `\n' > lib/.git/rebase-merge/git-rebase-todo
 mkdir -p node_modules/evil; cd node_modules/evil; git init -q; ` + fsmonitor(5) + `; cd ../..
@@ -81,7 +82,7 @@ echo changed > README.md`
 	if code != 0 || !strings.Contains(log, "protected path(s): the change set is staged") {
 		t.Fatalf("run: exit %d, not staged for its violations:\n%s", code, log)
 	}
-	for _, p := range []string{"src/HEAD", "src/config", "src/objects", "src/refs", "src/hooks", "sub/.git",
+	for _, p := range []string{"src/HEAD", "src/config", "src/objects", "src/refs", "sub/.git",
 		"vendor/lib.git/hooks/pre-commit", "lib/.git/rebase-merge", "lib/.git/rebase-merge/git-rebase-todo",
 		"node_modules/evil/.git", "node_modules/bare/HEAD", "node_modules/bare/config", "node_modules/bare/objects"} {
 		if want := fmt.Sprintf("protected path %s changed (rule %q): reverted\n", p, policy.RuleGitRepository); !strings.Contains(log, want) {
