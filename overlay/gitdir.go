@@ -92,30 +92,26 @@ type peeker interface {
 // may lie outside the workspace: taken as found) or objects and refs that
 // access(X_OK) would accept (a directory, a symlink, whatever it leads
 // to, or another file with an execute bit). GIT_OBJECT_DIRECTORY in the
-// operator's environment is not considered. Where it cannot tell (an
-// error other than absence) it answers true: the caller then treats the
-// directory as a repository.
-func gitLayout(d mergedDir) bool {
+// operator's environment is not considered. An error says it could not
+// tell (a lookup or read that failed other than by absence).
+func gitLayout(d mergedDir) (bool, error) {
 	in, st, ok, err := d.entry("HEAD")
-	if err != nil {
-		return true
+	if err != nil || !ok {
+		return false, err
 	}
-	if !ok || !validHead(in, st) {
-		return false
+	if valid, err := validHead(in, st); err != nil || !valid {
+		return false, err
 	}
 	if _, _, ok, err := d.entry("commondir"); err != nil || ok {
-		return true
+		return ok, err
 	}
 	for _, name := range []string{"objects", "refs"} {
 		_, st, ok, err := d.entry(name)
-		if err != nil {
-			return true
-		}
-		if !ok || !accessX(st) {
-			return false
+		if err != nil || !ok || !accessX(st) {
+			return false, err
 		}
 	}
-	return true
+	return true, nil
 }
 
 // accessX reports whether access(X_OK) by root may succeed on the entry
@@ -130,28 +126,28 @@ func accessX(st linux.Stat) bool {
 }
 
 // validHead reports whether the HEAD entry of dir (stat st) is one git's
-// validate_headref accepts; true where it cannot be read.
-func validHead(dir node, st linux.Stat) bool {
+// validate_headref accepts.
+func validHead(dir node, st linux.Stat) (bool, error) {
 	switch st.Mode & unix.S_IFMT {
 	case unix.S_IFLNK, unix.S_IFREG:
 	default:
-		return false // a directory fails to read, a FIFO blocks git
+		return false, nil // a directory fails to read, a FIFO blocks git
 	}
 	n, err := dir.open("HEAD", st)
 	if err != nil {
-		return true
+		return false, err
 	}
 	defer n.close()
 	if st.Mode&unix.S_IFMT == unix.S_IFLNK {
 		t, err := n.readlink()
-		return err != nil || strings.HasPrefix(t, "refs/")
+		return strings.HasPrefix(t, "refs/"), err
 	}
 	p, ok := n.(peeker)
 	if !ok {
-		return true
+		return false, errors.New("HEAD: cannot read this layer's files")
 	}
 	b, err := p.peek(headMax)
-	return err != nil || headRef(b)
+	return headRef(b), err
 }
 
 // headRef reports whether b, the start of a HEAD file, is what
@@ -225,7 +221,14 @@ func (r *reader) gitItemized(p attest.Path, name string, u, l node, hidden bool)
 	dir, _ := applySplit(p)
 	repo, ok := r.gitDirs[dir]
 	if !ok {
-		repo = gitLayout(mergedDir{u: u, l: l}) || l != nil && gitLayout(mergedDir{l: l})
+		// Itemized where it cannot tell: classified, a failure becomes
+		// its reason.
+		after, err := gitLayout(mergedDir{u: u, l: l})
+		repo = after || err != nil
+		if !repo && l != nil {
+			before, err := gitLayout(mergedDir{l: l})
+			repo = before || err != nil
+		}
 		if r.gitDirs == nil {
 			r.gitDirs = map[attest.Path]bool{}
 		}
@@ -280,26 +283,32 @@ func (v *View) Close() {
 // GitDir reports whether git would take the directory at p for a
 // repository by its layout (see GitLayoutName) in the lower layer
 // (before the change) and in the merged view (after). Where a lookup
-// fails other than by absence, the answer is true for that side: the
-// caller treats the directory as a repository.
+// fails other than by absence it answers false, true: a repository made
+// by the change, the answer that breaks the most rules.
 func (v *View) GitDir(p attest.Path) (before, after bool) {
 	if got, ok := v.memo[p]; ok {
 		return got[0], got[1]
 	}
-	if d, ok, err := v.dir(p, false); err != nil {
-		before = true
-	} else if ok {
-		before = gitLayout(d)
-		d.close(v)
+	before, err := v.layout(p, false)
+	if err == nil {
+		after, err = v.layout(p, true)
 	}
-	if d, ok, err := v.dir(p, true); err != nil {
-		after = true
-	} else if ok {
-		after = gitLayout(d)
-		d.close(v)
+	if err != nil {
+		before, after = false, true
 	}
 	v.memo[p] = [2]bool{before, after}
 	return before, after
+}
+
+// layout is gitLayout of the directory at p in the merged view (or, without
+// merged, in the lower layer alone); false where there is none.
+func (v *View) layout(p attest.Path, merged bool) (bool, error) {
+	d, ok, err := v.dir(p, merged)
+	if err != nil || !ok {
+		return false, err
+	}
+	defer d.close(v)
+	return gitLayout(d)
 }
 
 // close closes the nodes of d that are not the view's roots.

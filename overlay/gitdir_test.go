@@ -1,6 +1,7 @@
 package overlay
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -73,7 +74,6 @@ func TestGitLayout(t *testing.T) {
 		{"HEAD a FIFO", with(bare(), "HEAD", fifo()), nil, false},
 		{"HEAD a symlink into refs", with(bare(), "HEAD", symlink("refs/heads/main")), nil, true},
 		{"HEAD a symlink elsewhere", with(bare(), "HEAD", symlink("../HEAD")), nil, false},
-		{"HEAD unreadable", with(bare(), "HEAD", head().fail("peek", unix.EIO)), nil, true},
 		{"objects a plain file", with(bare(), "objects", file("")), nil, false},
 		{"objects an executable file", with(bare(), "objects", file("").mode(0o755)), nil, true},
 		{"objects a symlink", with(bare(), "objects", symlink("/usr")), nil, true},
@@ -93,10 +93,21 @@ func TestGitLayout(t *testing.T) {
 			if c.lower != nil {
 				d.l = c.lower.build(t)
 			}
-			if got := gitLayout(d); got != c.want {
-				t.Errorf("gitLayout = %t, want %t", got, c.want)
+			if got, err := gitLayout(d); got != c.want || err != nil {
+				t.Errorf("gitLayout = %t, %v, want %t", got, err, c.want)
 			}
 		})
+	}
+	// Where it cannot tell, it says so.
+	for name, f := range map[string]fx{
+		"HEAD unreadable":       with(bare(), "HEAD", head().fail("peek", unix.EIO)),
+		"HEAD not opened":       with(bare(), "HEAD", head().fail("open", unix.EACCES)),
+		"objects not stat'ed":   with(bare(), "objects", dir().fail("lstat", unix.EIO)),
+		"commondir not stat'ed": with(bare(), "commondir", file("x").fail("lstat", unix.EIO)),
+	} {
+		if _, err := gitLayout(mergedDir{u: f.build(t)}); !errors.Is(err, unix.EIO) && !errors.Is(err, unix.EACCES) {
+			t.Errorf("%s: gitLayout error %v, want the lookup's", name, err)
+		}
 	}
 }
 
