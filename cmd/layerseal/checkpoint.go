@@ -75,7 +75,7 @@ func diffArtifacts(cmd *cli.Command) error {
 	}
 	changes := make([]changeJSON, 0, len(diffs))
 	for _, d := range diffs {
-		changes = append(changes, changeJSON(d))
+		changes = append(changes, changeJSON{Path: d.Path, Change: d.Change, Type: d.Type, Old: d.Old})
 	}
 	if cmd.Bool("json") {
 		printJSON(map[string]any{"session_id": a.SessionID(), "verified": !pub.IsZero(), "from": a.Path, "to": b.Path, "changes": changes})
