@@ -57,7 +57,7 @@ type ACLChange struct {
 	Change attest.Change `json:"change"`
 	// Default: an entry of system.posix_acl_default (what a directory's
 	// new children get); otherwise of system.posix_acl_access.
-	Default bool `json:"default,omitempty"`
+	Default bool `json:"default"`
 	// Entry is the entry as getfacl writes it ("user:1000:rwx"), without
 	// the "default:" prefix.
 	Entry string `json:"entry"`
