@@ -89,8 +89,8 @@ type XattrChange struct {
 // XattrShown is the longest xattr value Meta keeps and shows.
 const XattrShown = 64
 
-// Metadata is what differs between e's old and new metadata: mode,
-// owner, group, the POSIX ACLs decoded (an ACL value that does not
+// Metadata is what differs between e's old and new metadata: mode
+// (unless a side is a symlink, whose mode is unused), owner, group, the POSIX ACLs decoded (an ACL value that does not
 // decode is shown as an other xattr), the other xattrs by name, and the
 // mtime only when e is a metadata change (attest.Metadata) and nothing
 // else differs. It is nil when e has no old or no new state, or nothing
@@ -101,7 +101,7 @@ func Metadata(e attest.Entry) *Meta {
 	}
 	a, b := e.Old, e.New
 	m := &Meta{}
-	if a.Mode != b.Mode {
+	if a.Mode != b.Mode && a.Type != attest.Symlink && b.Type != attest.Symlink {
 		m.Mode = &ModeChange{a.Mode, b.Mode}
 	}
 	if a.UID != b.UID {

@@ -96,6 +96,8 @@ func TestMetadata(t *testing.T) {
 		{"mtime of a modified file", attest.Modified, st(0o644), later(st(0o644)), ""},
 		{"mtime not said beside a mode change", attest.Metadata, st(0o644), later(st(0o600)), "mode 0644 -> 0600"},
 		{"nothing differs", attest.Metadata, st(0o644), st(0o644), ""},
+		{"a file made a symlink: its mode is unused", attest.TypeChange, st(0o644), func() *attest.State { s := st(0o777); s.Type = attest.Symlink; return s }(), ""},
+		{"a file made a symlink of another owner", attest.TypeChange, st(0o644), func() *attest.State { s := st(0o777); s.Type, s.UID = attest.Symlink, 7; return s }(), "uid 0 -> 7"},
 		{"added", attest.Added, nil, st(0o4755), ""},
 		{"deleted", attest.Deleted, st(0o4755), nil, ""},
 	} {
