@@ -90,9 +90,8 @@ type FilePair struct {
 	// other change.
 	From     attest.Path
 	Old, New Side
-	// Meta is what changed in the path's metadata beyond what git's
-	// modes say (PatchMetadata), or nil: the patch notes it in a comment
-	// line.
+	// Meta is what changed in the path's metadata (PatchMetadata), or
+	// nil: the patch notes it in a comment line before the path's blocks.
 	Meta *Meta
 }
 
