@@ -79,6 +79,10 @@ echo more >> mod.sh; chmod 0755 mod.sh`, aclValue))
 	if n := strings.Count(patch, "diff --git"); n != 2 || strings.Contains(patch, "\x1b") {
 		t.Errorf("patch has %d blocks (want 2: git keeps no other change here) or a raw escape:\n%q", n, patch)
 	}
+	colored := e.mustCLI(0, "diff", "--state-dir", e.state, "--patch", "--color", "always", out)
+	if !strings.Contains(colored, "\x1b[1m# metadata of note.txt: "+want["note.txt"]+"\x1b[m\n") || strings.Contains(colored, "\x1b[2J") || strings.Contains(colored, "\x1b[31mred") {
+		t.Errorf("coloured patch: the note is not one bold line, or the agent's escapes got through:\n%q", colored)
+	}
 	pf := filepath.Join(e.dir, "s.patch")
 	if err := os.WriteFile(pf, []byte(patch), 0o644); err != nil {
 		t.Fatal(err)
