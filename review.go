@@ -86,9 +86,10 @@ func (r *Review) Conflicts(entries []attest.Entry) []attest.Path {
 // read from the upper layer beneath its descriptor (no symlink followed)
 // and checked against the statement's digest (overlay.ErrNotAttested
 // when they differ); a file without a digest (over the digest cap) or
-// over ReviewReadLimit is not read.
+// over ReviewReadLimit is not read. Its Meta is the statement's metadata
+// change of e (review.PatchMetadata).
 func (r *Review) Pair(e attest.Entry) (review.FilePair, error) {
-	p := review.FilePair{Path: e.Path}
+	p := review.FilePair{Path: e.Path, Meta: review.PatchMetadata(e)}
 	if err := r.workspaceSide(e.Path, &p.Old); err != nil {
 		return p, err
 	}

@@ -15,6 +15,10 @@ type Difference struct {
 	Change Change
 	Type   Type
 	Old    Type
+	// From and To are the path's states at the first point and the
+	// second (nil where it is absent), for what a view says of the
+	// change.
+	From, To *State
 }
 
 // Diff is what changed in the merged view between two points of one
@@ -67,7 +71,7 @@ func DiffEntries(from, to []Entry) []Difference {
 		if b != nil {
 			sb = b.New
 		}
-		d := Difference{Path: p}
+		d := Difference{Path: p, From: sa, To: sb}
 		switch {
 		case sa == nil && sb == nil:
 			continue

@@ -9,7 +9,10 @@
 // regular file or a symlink, or nothing), call Compare, and write the
 // result with Diff.WritePatch, or collect the Diffs and call WriteStat.
 // Renames pairs deletions with additions before that; Fold and Summarize
-// work on the change list alone.
+// work on the change list alone. Metadata says what a change did to a
+// path's mode, owner, ACLs and xattrs, for every view: its String for a
+// listing, its fields for JSON, and a comment line in a patch
+// (FilePair.Meta).
 //
 // # What is promised
 //

@@ -90,6 +90,9 @@ type FilePair struct {
 	// other change.
 	From     attest.Path
 	Old, New Side
+	// Meta is what changed in the path's metadata (PatchMetadata), or
+	// nil: the patch notes it in a comment line before the path's blocks.
+	Meta *Meta
 }
 
 // Diff is one FilePair compared: the blocks of a git patch that turn the
@@ -114,8 +117,13 @@ type part struct {
 }
 
 // Empty reports whether the patch holds nothing for the pair: both sides
-// absent for git, or the same bytes under the same mode at the same path.
-func (d *Diff) Empty() bool { return len(d.parts) == 0 }
+// absent for git, or the same bytes under the same mode at the same path,
+// and no metadata note.
+func (d *Diff) Empty() bool { return len(d.parts) == 0 && d.Meta == nil }
+
+// InGit reports whether git's diff shows the pair (the patch holds a
+// "diff --git" block for it): the diffstat lists only such pairs.
+func (d *Diff) InGit() bool { return len(d.parts) > 0 }
 
 // Compare compares the two sides of p with a line diff (three lines of
 // context). It costs the diff of the two texts; binary files are not
@@ -194,6 +202,14 @@ func isBinary(s *Side) bool {
 // with "/dev/null" and no size for an absent side: `git apply` takes that
 // line as git's own "Binary files ... differ" (and cannot apply it, as it
 // cannot apply git's without the bytes).
+//
+// A pair with a metadata note (FilePair.Meta) gets, before its blocks,
+// one comment line
+//
+//	# metadata of PATH: META
+//
+// with PATH quoted as in the blocks and META the note's String: `git
+// apply` skips it as it skips any text between patches.
 func (d *Diff) WritePatch(w io.Writer) error {
 	return d.WritePatchColor(w, nil)
 }
@@ -219,6 +235,7 @@ func (d *Diff) WritePatchColor(w io.Writer, c *Colors) error {
 		c = &Colors{}
 	}
 	var b strings.Builder
+	d.writeMeta(&b, c)
 	for i := range d.parts {
 		d.parts[i].write(&b, d.Binary, c)
 	}

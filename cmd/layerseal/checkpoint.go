@@ -75,7 +75,7 @@ func diffArtifacts(cmd *cli.Command) error {
 	}
 	changes := make([]changeJSON, 0, len(diffs))
 	for _, d := range diffs {
-		changes = append(changes, changeJSON(d))
+		changes = append(changes, changeJSON{Path: d.Path, Change: d.Change, Type: d.Type, Old: d.Old, Meta: differenceMeta(d)})
 	}
 	if cmd.Bool("json") {
 		printJSON(map[string]any{"session_id": a.SessionID(), "verified": !pub.IsZero(), "from": a.Path, "to": b.Path, "changes": changes})
@@ -87,7 +87,7 @@ func diffArtifacts(cmd *cli.Command) error {
 
 func writeDiff(w io.Writer, changes []changeJSON, verified bool) {
 	for _, c := range changes {
-		fmt.Fprintf(w, "%s  %s\n", shortCode[c.Change], c.Path)
+		fmt.Fprintf(w, "%s  %s%s\n", shortCode[c.Change], c.Path, metaText(c.Meta))
 	}
 	state := "signatures not checked (use --key)"
 	if verified {

@@ -130,6 +130,10 @@ while [ ! -e SYNC/go2 ]; do sleep 0.05; done`, "SYNC", sync)
 		d.Changes[2].Path != "gone.txt" || d.Changes[2].Change != attest.Deleted {
 		t.Errorf("diff 1→3: %s", diff)
 	}
+	// and says so, in both forms.
+	if text := e.cliCheck(0, "diff", "--key", e.pub, cp(1), cp(3)); !strings.Contains(text, "m  .\tmtime ") || !strings.Contains(diff, `"meta":{"mtime":{"old_ns":`) {
+		t.Errorf("diff 1→3 does not say the root's mtime moved:\n%s\n%s", text, diff)
+	}
 	// show of a checkpoint lists all the changes so far, as of a statement.
 	// (A statement's show goes on with its exit, counts and session.)
 	changeLines := func(s string) string { return s[:strings.Index(s, "# 4 change(s)")+len("# 4 change(s)")] }

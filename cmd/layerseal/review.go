@@ -162,7 +162,7 @@ func diffReview(cmd *cli.Command) error {
 				return exitWith(exitFailed, err)
 			}
 		}
-		if cmd.Bool("stat") {
+		if cmd.Bool("stat") && d.InGit() {
 			stats = append(stats, d.Stat())
 		}
 	}
@@ -256,7 +256,7 @@ func writeChanges(w io.Writer, entries []attest.Entry, all, color bool, oldDiges
 		case l.Folded > 0:
 			fmt.Fprintf(w, "%s  %s/  (%d entries beneath; --all lists them)\n", code(e.Change), e.Path, l.Folded)
 		default:
-			fmt.Fprintf(w, "%s  %s\n", code(e.Change), e.Path)
+			fmt.Fprintf(w, "%s  %s%s\n", code(e.Change), e.Path, metaSuffix(e))
 		}
 	}
 }

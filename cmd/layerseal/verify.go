@@ -16,6 +16,7 @@ import (
 
 	"github.com/layerseal/layerseal"
 	"github.com/layerseal/layerseal/attest"
+	"github.com/layerseal/layerseal/review"
 	"github.com/layerseal/layerseal/tlog"
 )
 
@@ -327,6 +328,7 @@ type changeJSON struct {
 	Change attest.Change `json:"change"`
 	Type   attest.Type   `json:"type,omitempty"`
 	Old    attest.Type   `json:"old_type,omitempty"`
+	Meta   *review.Meta  `json:"meta,omitempty"` // review.Metadata
 }
 
 type reasonJSON struct {
@@ -348,7 +350,7 @@ func reasonsJSON(rs []attest.Reason) []reasonJSON {
 func showJSON(st *attest.Statement, verified bool) map[string]any {
 	changes := make([]changeJSON, 0, len(st.Entries))
 	for _, e := range st.Entries {
-		c := changeJSON{Path: e.Path, Change: e.Change}
+		c := changeJSON{Path: e.Path, Change: e.Change, Meta: review.Metadata(e)}
 		if e.New != nil {
 			c.Type = e.New.Type
 		}
