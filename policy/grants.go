@@ -56,7 +56,7 @@ type writers struct {
 // entry's state before the run (nil when it was added); dir is the state
 // before the run of the directory it lies in, in the workspace: the
 // nearest ancestor that was a directory there (nil for the workspace root
-// itself, which is compared with its old state alone).
+// itself (attest.Root), which is compared with its old state alone).
 //
 // Who may write a state: its owner (who can always chmod); its group when
 // it is group-writable and everyone when it is other-writable; with an

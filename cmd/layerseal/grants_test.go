@@ -43,7 +43,7 @@ func TestGrantsWrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := filepath.Join(e.dir, "run")
-	code, log := e.run(out, `chmod 0777 .git
+	code, log := e.run(out, `chmod 0777 .git; chmod 0775 .
 chmod 0666 deploy/prod.sh
 chown 65534 deploy
 echo x > mine; chown 1000 mine
@@ -56,7 +56,7 @@ setfacl -m u:1000:rwx node_modules/pkg/index.js`)
 	if code != 0 || !strings.Contains(log, "protected path(s): the change set is staged") {
 		t.Fatalf("run: exit %d, not staged:\n%s", code, log)
 	}
-	attacks := []string{".git", "acl", "deploy", "deploy/prod.sh", "inherit", "mine", "node_modules/pkg/hook.js", "node_modules/pkg/index.js"}
+	attacks := []string{".", ".git", "acl", "deploy", "deploy/prod.sh", "inherit", "mine", "node_modules/pkg/hook.js", "node_modules/pkg/index.js"}
 	got := map[string]string{}
 	for _, v := range statementAt(t, out).Violations {
 		got[string(v.Path)] = v.Rule + " " + string(v.Action)
@@ -71,7 +71,7 @@ setfacl -m u:1000:rwx node_modules/pkg/index.js`)
 		t.Errorf("other violations: %v", got)
 	}
 	e.mustCLI(0, "apply", "--state-dir", e.state, out)
-	for p, want := range map[string]os.FileMode{".git": os.ModeDir | 0o755, "deploy/prod.sh": 0o755} {
+	for p, want := range map[string]os.FileMode{".": os.ModeDir | 0o755, ".git": os.ModeDir | 0o755, "deploy/prod.sh": 0o755} {
 		if fi, err := os.Lstat(filepath.Join(e.ws, p)); err != nil || fi.Mode() != want {
 			t.Errorf("%s: %v, %v: want mode %v", p, fi, err, want)
 		}
