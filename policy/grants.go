@@ -55,8 +55,8 @@ type writers struct {
 // change that makes any is a RuleGrantsWrite violation. old is the
 // entry's state before the run (nil when it was added); dir is the state
 // before the run of the directory it lies in, in the workspace: the
-// nearest ancestor that was a directory there (nil for the workspace root
-// itself (attest.Root), which is compared with its old state alone).
+// nearest ancestor that was a directory there (nil for the workspace
+// root, attest.Root, which is compared with its old state alone).
 //
 // Who may write a state: its owner (who can always chmod); its group when
 // it is group-writable and everyone when it is other-writable; with an

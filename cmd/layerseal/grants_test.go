@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -57,9 +58,16 @@ setfacl -m u:1000:rwx node_modules/pkg/index.js`)
 		t.Fatalf("run: exit %d, not staged:\n%s", code, log)
 	}
 	attacks := []string{".", ".git", "acl", "deploy", "deploy/prod.sh", "inherit", "mine", "node_modules/pkg/hook.js", "node_modules/pkg/index.js"}
+	st1 := statementAt(t, out)
 	got := map[string]string{}
-	for _, v := range statementAt(t, out).Violations {
+	for _, v := range st1.Violations {
 		got[string(v.Path)] = v.Rule + " " + string(v.Action)
+	}
+	// The reader records ACLs as xattrs: the rule reads them there.
+	for _, en := range st1.Entries {
+		if en.Path == "acl" && (en.New == nil || !slices.ContainsFunc(en.New.Xattrs, func(x attest.Xattr) bool { return x.Name == posixacl.AccessXattr })) {
+			t.Errorf("acl: no %s in the statement: %+v", posixacl.AccessXattr, en.New)
+		}
 	}
 	for _, p := range attacks {
 		if want := policy.RuleGrantsWrite + " " + string(attest.Reverted); got[p] != want {
