@@ -21,8 +21,9 @@ import (
 // Some entries are itemized all the same, classified like any other,
 // since a count would hide what matters about them: setuid and setgid
 // files, device nodes, regular files with several names (one may lie
-// outside the subtree, a protected file among them) and symlinks whose
-// target leaves the subtree.
+// outside the subtree, a protected file among them), symlinks whose
+// target leaves the subtree, and entries that may let someone new write
+// (mayGrantWrite).
 func (r *reader) summarize(p attest.Path, name string, u, l node) error {
 	x := attest.Excluded{Path: p}
 	ref, err := u.lstat("")

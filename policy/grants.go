@@ -79,9 +79,11 @@ type writers struct {
 // in dir (they could already replace the entry by another). Each part is
 // compared on its own: a directory that loses its sticky bit lets those
 // who could only add entries replace others' entries, a new right though
-// they could write it before. uid 0 is never new. Group membership is not
-// known here: a change of group to one whose members could not write is
-// new even when the same people are in both.
+// they could write it before. A directory made group-writable lets its
+// group in even when that group owns the workspace, unless it could write
+// dir. uid 0 is never new (gid 0 is a group like any other). Group
+// membership is not known here: a change of group to one whose members
+// could not write is new even when the same people are in both.
 //
 // An access or default ACL of new that does not decode is taken to let
 // everyone write; one of old or dir that does not decode grants nothing
