@@ -31,6 +31,11 @@ func sweep(r *reader, st *attest.Statement) (*subtrees, error) {
 	}
 	vs = append(vs, aliases...)
 	vs = append(vs, repoViolations(r, st.Entries)...)
+	grants, err := grantViolations(r, st.Entries)
+	if err != nil {
+		return nil, err
+	}
+	vs = append(vs, grants...)
 	slices.SortStableFunc(vs, func(a, b attest.Violation) int { return strings.Compare(string(a.Path), string(b.Path)) })
 	vs = slices.CompactFunc(vs, func(a, b attest.Violation) bool { return a.Path == b.Path })
 	if len(vs) == 0 {

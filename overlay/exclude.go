@@ -21,19 +21,27 @@ import (
 // Some entries are itemized all the same, classified like any other,
 // since a count would hide what matters about them: setuid and setgid
 // files, device nodes, regular files with several names (one may lie
-// outside the subtree, a protected file among them) and symlinks whose
-// target leaves the subtree; and what git makes a repository of, or runs
-// commands through in one (gitItemized).
+// outside the subtree, a protected file among them), symlinks whose
+// target leaves the subtree, entries that may let someone new write
+// (mayGrantWrite), and what git makes a repository of, or runs commands
+// through in one (gitItemized).
 func (r *reader) summarize(p attest.Path, name string, u, l node) error {
 	x := attest.Excluded{Path: p}
-	err := r.countTree(&x, p, name, u, l, r.inOpaque)
+	ref, err := u.lstat("")
+	if err != nil {
+		r.fault(p, "upper", err)
+		return nil
+	}
+	err = r.countTree(&x, p, name, u, l, r.inOpaque, ref)
 	if x.Entries > 0 {
 		r.excluded = append(r.excluded, x)
 	}
 	return err
 }
 
-func (r *reader) countTree(x *attest.Excluded, p attest.Path, name string, u, l node, hidden bool) error {
+// ref is the stat of the upper directory holding the entry, whose grants
+// its own are compared with (see mayGrantWrite).
+func (r *reader) countTree(x *attest.Excluded, p attest.Path, name string, u, l node, hidden bool, ref linux.Stat) error {
 	if !r.count(p, &r.stats.UpperEntries) {
 		return nil
 	}
@@ -46,17 +54,9 @@ func (r *reader) countTree(x *attest.Excluded, p attest.Path, name string, u, l 
 		r.reason(attest.OtherMount, p, "upper entry is on another mount: excluded with its subtree")
 		return nil
 	}
-	if r.itemized(x.Path, p, name, u, st) || r.gitItemized(p, name, u, l, hidden) {
+	if r.itemized(x.Path, p, name, u, st) || r.mayGrantWrite(name, u, st, ref, nil) || r.gitItemized(p, name, u, l, hidden) {
 		r.stats.UpperEntries-- // child charges it again
-		outer := r.inOpaque
-		r.inOpaque, r.itemizing = hidden, true
-		lower := l
-		if hidden {
-			lower = nil
-		}
-		err := r.child(p, name, u, lower)
-		r.inOpaque, r.itemizing = outer, false
-		return err
+		return r.itemize(p, name, u, l, hidden)
 	}
 	x.Entries++
 	switch st.Mode & unix.S_IFMT {
@@ -79,7 +79,13 @@ func (r *reader) countTree(x *attest.Excluded, p attest.Path, name string, u, l 
 	}
 	// The lower directory beneath, for the entries itemized in it.
 	var ld node
-	if xs, err := d.xattrs(); err == nil && r.opaque(xs) {
+	xs, xerr := d.xattrs()
+	if xerr == nil && r.mayGrantWrite(name, u, st, ref, xs) {
+		x.Entries--
+		r.stats.UpperEntries-- // child charges it again
+		return r.itemize(p, name, u, l, hidden)
+	}
+	if xerr == nil && r.opaque(xs) {
 		hidden = true
 	}
 	if l != nil && !hidden {
@@ -95,11 +101,25 @@ func (r *reader) countTree(x *attest.Excluded, p attest.Path, name string, u, l 
 		if r.stopped {
 			return nil
 		}
-		if err := r.countTree(x, join(p, c), c, d, ld, hidden || ld == nil); err != nil {
+		if err := r.countTree(x, join(p, c), c, d, ld, hidden || ld == nil, st); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// itemize classifies the entry name of u at p, in an excluded subtree,
+// like any other, with its subtree.
+func (r *reader) itemize(p attest.Path, name string, u, l node, hidden bool) error {
+	outer := r.inOpaque
+	r.inOpaque, r.itemizing = hidden, true
+	lower := l
+	if hidden {
+		lower = nil
+	}
+	err := r.child(p, name, u, lower)
+	r.inOpaque, r.itemizing = outer, false
+	return err
 }
 
 // opaque reports whether xs mark a directory opaque.

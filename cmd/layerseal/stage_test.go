@@ -467,7 +467,8 @@ func TestApplyKilled(t *testing.T) {
 chmod 600 mode.txt; chown 1234:4321 owner.txt; touch -d '2024-05-06 07:08:09' touch.txt; setfattr -n user.agent -v hi xattr.txt
 rm del.txt; rm -rf dir; rm -rf redo; mkdir redo; echo again > redo/x; mv mv.txt moved.txt; mv mvdir renamed
 ln target.txt hard.txt; ln -s target.txt sym; mkfifo fifo; chmod 700 deep/er; rm -rf empty; echo now-a-file > empty
-mkdir -p new/a/b; for i in 1 2 3 4 5 6 7 8; do echo $i > new/a/b/f$i; done; mkdir -p cache/x; echo c > cache/x/y`)
+mkdir -p new/a/b; for i in 1 2 3 4 5 6 7 8; do echo $i > new/a/b/f$i; done; mkdir -p cache/x; echo c > cache/x/y`,
+		"--allow", "owner.txt") // a file given to user 1234 is a (grants write) violation: apply must carry it here
 	snap := filepath.Join(e.dir, "snap")
 	if err := os.Mkdir(snap, 0o700); err != nil {
 		t.Fatal(err)

@@ -112,9 +112,9 @@ poweroff -f
 `
 
 // hostTools are programs the test agents need that busybox lacks or does
-// differently (xattrs, git for the seccomp workload): copied from the host
+// differently (xattrs, ACLs, git for the seccomp workload): copied from the host
 // with their libraries.
-var hostTools = []string{"setfattr", "getfattr", "cp", "git"}
+var hostTools = []string{"setfattr", "getfattr", "setfacl", "cp", "git"}
 
 // buildInitramfs writes the guest's initramfs to path: busybox, the host
 // tools and their libraries, the modules of x, and what build.sh made in
