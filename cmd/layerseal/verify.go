@@ -274,6 +274,10 @@ func showCommand() *cli.Command {
 			if a.Checkpoint == nil {
 				info = sessionOf(cmd.String("state-dir"), st)
 			}
+			notes, err := sessionAttributeNotes(cmd, info)
+			if err != nil {
+				return exitWith(exitFailed, err)
+			}
 			if cmd.Bool("json") {
 				m := showJSON(st, !pub.IsZero())
 				if a.Checkpoint != nil {
@@ -283,6 +287,7 @@ func showCommand() *cli.Command {
 					for k, v := range reportJSON(st, info) {
 						m[k] = v
 					}
+					addAttributeNotes(m, notes)
 				}
 				printJSON(m)
 				return nil
@@ -290,6 +295,7 @@ func showCommand() *cli.Command {
 			writeShort(os.Stdout, st, !pub.IsZero(), cmd.Bool("all"), useColor(cmd))
 			if a.Checkpoint == nil {
 				writeReport(os.Stdout, "# ", st, info)
+				writeAttributeNotes(os.Stdout, "# ", notes)
 			} else {
 				for _, r := range st.Incomplete {
 					fmt.Printf("# incomplete: %s\n", reasonText(r))

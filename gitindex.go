@@ -1,0 +1,189 @@
+package layerseal
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/layerseal/layerseal/attest"
+	"github.com/layerseal/layerseal/internal/gitindex"
+	"github.com/layerseal/layerseal/internal/linux"
+	"github.com/layerseal/layerseal/overlay"
+	"github.com/layerseal/layerseal/policy"
+)
+
+// gitIndexPath is the index of the workspace's repository.
+const gitIndexPath attest.Path = ".git/index"
+
+// gitIndexViolations compares the workspace repository's index at launch
+// (the lower layer's .git/index) with the one the change set leaves
+// (entries' .git/index, read from the upper layer) and returns one
+// violation at .git/index when the new index hides an edit from git,
+// adds or moves a gitlink, or cannot be read in full (policy.RuleIndex*;
+// the most serious when several apply). An index the change set does not
+// touch, or removes, breaks none; neither does one an allow covers.
+//
+// Where the workspace's .git is not a directory (a linked work tree's or
+// a submodule's "gitdir:" file), the index lies outside the workspace and
+// out of the agent's reach: an index the change set makes there is
+// compared with an empty one (and the .git it needs breaks the built-in
+// glob of .git anyway).
+func gitIndexViolations(r *reader, entries []attest.Entry) ([]attest.Violation, error) {
+	var e *attest.Entry
+	for i := range entries {
+		if entries[i].Path == gitIndexPath {
+			e = &entries[i]
+			break
+		}
+	}
+	if e == nil || e.New == nil || r.rules.Allowed(gitIndexPath) {
+		return nil, nil
+	}
+	rule, err := gitIndexRule(r, e.New)
+	if err != nil || rule == "" {
+		return nil, err
+	}
+	return []attest.Violation{{Path: gitIndexPath, Rule: rule}}, nil
+}
+
+// gitIndexRule names the rule the index new breaks, "" for none.
+func gitIndexRule(r *reader, new *attest.State) (string, error) {
+	if new.Type != attest.File {
+		return policy.RuleIndexUnread, nil
+	}
+	upper, err := linux.Openat(unix.AT_FDCWD, r.upper, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC)
+	if err != nil {
+		return "", fmt.Errorf("open the upper layer: %w", err)
+	}
+	defer linux.Close(upper)
+	b, err := readIndex(upper)
+	if err != nil {
+		// Too large, or not there to read as the statement says.
+		return policy.RuleIndexUnread, nil
+	}
+	if new.SHA256 != nil && !bytes.Equal(sha(b), new.SHA256) {
+		return "", fmt.Errorf("the change set's %q: %w", string(gitIndexPath), overlay.ErrNotAttested)
+	}
+	after, err := gitindex.Parse(b)
+	if err != nil {
+		return policy.RuleIndexUnread, nil
+	}
+	before, err := lowerIndex(r)
+	if err != nil {
+		return "", err
+	}
+	if before == nil {
+		// The launch index cannot be read in full: what the new one
+		// adds is not known.
+		return policy.RuleIndexUnread, nil
+	}
+	return indexRule(before, after), nil
+}
+
+// indexRule compares two indexes: RuleIndexGitlink when after holds a
+// gitlink before did not (at that path, to that commit),
+// RuleIndexHides when an entry of after is assume-unchanged or
+// skip-worktree and no entry of before at its path was so, "" otherwise.
+func indexRule(before, after *gitindex.Index) string {
+	type was struct {
+		assume, skip bool
+		gitlinks     []string
+	}
+	old := make(map[string]*was, len(before.Entries))
+	for _, e := range before.Entries {
+		w := old[string(e.Path)]
+		if w == nil {
+			w = &was{}
+			old[string(e.Path)] = w
+		}
+		w.assume = w.assume || e.AssumeValid
+		w.skip = w.skip || e.SkipWorktree
+		if e.Mode == gitindex.ModeGitlink {
+			w.gitlinks = append(w.gitlinks, string(e.OID))
+		}
+	}
+	hides := false
+	for _, e := range after.Entries {
+		w := old[string(e.Path)]
+		if w == nil {
+			w = &was{}
+		}
+		if e.Mode == gitindex.ModeGitlink && !slices.Contains(w.gitlinks, string(e.OID)) {
+			return policy.RuleIndexGitlink
+		}
+		if e.AssumeValid && !w.assume || e.SkipWorktree && !w.skip {
+			hides = true
+		}
+	}
+	if hides {
+		return policy.RuleIndexHides
+	}
+	return ""
+}
+
+// lowerIndex reads the index at launch beneath the workspace: an empty
+// index when the workspace has no .git directory or no index in it, nil
+// when the index is there but cannot be read in full.
+func lowerIndex(r *reader) (*gitindex.Index, error) {
+	var lower int
+	var err error
+	if r.lowerDir != nil {
+		lower, err = linux.OpenBeneath(int(r.lowerDir.Fd()), ".", unix.O_PATH|unix.O_DIRECTORY)
+	} else {
+		lower, err = linux.Openat(unix.AT_FDCWD, r.lower, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open the workspace: %w", err)
+	}
+	defer linux.Close(lower)
+	st, err := linux.Lstat(lower, ".git")
+	if errors.Is(err, unix.ENOENT) || err == nil && st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return &gitindex.Index{}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("the workspace's .git: %w", err)
+	}
+	b, err := readIndex(lower)
+	if errors.Is(err, unix.ENOENT) {
+		return &gitindex.Index{}, nil
+	}
+	if err != nil {
+		return nil, nil
+	}
+	ix, err := gitindex.Parse(b)
+	if err != nil {
+		return nil, nil
+	}
+	return ix, nil
+}
+
+// readIndex reads .git/index beneath dir, no symlink followed: a regular
+// file of at most gitindex.MaxSize bytes.
+func readIndex(dir int) ([]byte, error) {
+	fd, err := linux.OpenBeneath(dir, string(gitIndexPath), unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY)
+	if err != nil {
+		return nil, fmt.Errorf("%q: %w", string(gitIndexPath), err)
+	}
+	f := os.NewFile(uintptr(fd), string(gitIndexPath))
+	defer f.Close()
+	st, err := linux.Lstat(fd, "")
+	if err != nil {
+		return nil, fmt.Errorf("%q: %w", string(gitIndexPath), err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return nil, fmt.Errorf("%q is not a regular file", string(gitIndexPath))
+	}
+	if st.Size > gitindex.MaxSize {
+		return nil, fmt.Errorf("%q: %d bytes, more than %d", string(gitIndexPath), st.Size, gitindex.MaxSize)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, gitindex.MaxSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("%q: %w", string(gitIndexPath), err)
+	}
+	return b, nil
+}
