@@ -54,6 +54,10 @@ const (
 	MaxSize = 128 << 20
 	// MaxEntries is the most entries Parse accepts.
 	MaxEntries = 1 << 21
+	// MaxPathBytes is the most bytes all entries' paths may hold
+	// together: version 4's prefix compression lets a small file name
+	// long paths many times over.
+	MaxPathBytes = 2 * MaxSize
 )
 
 // ErrUnsupported is returned (wrapped) for an index in a form Parse does
@@ -169,6 +173,7 @@ func parse(b []byte, h Hash) (*Index, error) {
 	// A split index's own entries that replace shared ones have no path:
 	// refused below, by its extension.
 	empty := -1
+	pathBytes := 0
 	for i := range int(count) {
 		e, n, err := entry(b[off:], ix.Version, h, prev)
 		if err != nil {
@@ -182,6 +187,9 @@ func parse(b []byte, h Hash) (*Index, error) {
 			if c := bytes.Compare(last.Path, e.Path); c > 0 || c == 0 && last.Stage >= e.Stage {
 				return nil, fmt.Errorf("entry %d at offset %d (%q): out of order after %q", i, off, e.Path, last.Path)
 			}
+		}
+		if pathBytes += len(e.Path); pathBytes > MaxPathBytes {
+			return nil, fmt.Errorf("entry %d at offset %d: the paths hold more than %d bytes", i, off, MaxPathBytes)
 		}
 		ix.Entries = append(ix.Entries, e)
 		prev = e.Path

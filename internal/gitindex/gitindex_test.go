@@ -229,12 +229,26 @@ func FuzzParse(f *testing.F) {
 			f.Fatal(err)
 		}
 		f.Add(b)
+		f.Add(b[:len(b)-20]) // its body, for parse
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		ix, err := Parse(b)
-		if err != nil {
-			return
+		if err == nil {
+			check(t, ix)
 		}
+		// The body as it is, past the checksum.
+		if len(b) >= 12 {
+			for _, h := range []Hash{SHA1, SHA256} {
+				if ix, err := parse(b, h); err == nil {
+					check(t, ix)
+				}
+			}
+		}
+	})
+}
+
+func check(t *testing.T, ix *Index) {
+	{
 		if len(ix.Entries) > MaxEntries || ix.Version < 2 || ix.Version > 4 {
 			t.Fatalf("version %d, %d entries", ix.Version, len(ix.Entries))
 		}
@@ -246,7 +260,7 @@ func FuzzParse(f *testing.F) {
 				t.Fatalf("entry %d out of order", i)
 			}
 		}
-	})
+	}
 }
 
 func paths(ix *Index) []string {
@@ -264,4 +278,30 @@ func hexOf(b []byte) string {
 		out = append(out, digits[c>>4], digits[c&15])
 	}
 	return string(out)
+}
+
+// TestPathBomb: version 4 lets each entry repeat the previous path and
+// add a byte; the paths' total is capped, not allocated.
+func TestPathBomb(t *testing.T) {
+	const n = 70000
+	first := strings.Repeat("p", 4096)
+	var b bytes.Buffer
+	b.WriteString("DIRC")
+	binary.Write(&b, binary.BigEndian, []uint32{4, n})
+	for i := range n {
+		var fixed [40 + 20 + 2]byte
+		binary.BigEndian.PutUint32(fixed[24:], ModeFile)
+		binary.BigEndian.PutUint16(fixed[60:], 0xfff)
+		b.Write(fixed[:])
+		if i == 0 {
+			b.WriteString("\x00" + first + "\x00")
+		} else {
+			b.WriteString("\x00q\x00") // remove nothing, add "q"
+		}
+	}
+	s := sha1.Sum(b.Bytes())
+	b.Write(s[:])
+	if _, err := Parse(b.Bytes()); err == nil || !strings.Contains(err.Error(), "the paths hold more than") {
+		t.Fatalf("Parse: %v", err)
+	}
 }
