@@ -30,7 +30,9 @@
 //
 // Parse finds the hash function by the checksum: the file is SHA-1's
 // when its last 20 bytes are the SHA-1 of the rest, SHA-256's when its
-// last 32 bytes are the SHA-256 of the rest. It refuses the two
+// last 32 bytes are the SHA-256 of the rest. A checksum of zeros is git's
+// index.skipHash (no checksum written): the file must then parse with
+// one hash function's layout and not the other's. It refuses the two
 // extensions it does not read, which change what the entries mean: a
 // split index ("link": most entries are in .git/sharedindex.<hex>) and a
 // sparse index ("sdir": a directory entry stands for a whole subtree),
@@ -127,6 +129,8 @@ func Parse(b []byte) (*Index, error) {
 		h = SHA1
 	case checksum(b, SHA256):
 		h = SHA256
+	case zeros(b, SHA1) || zeros(b, SHA256):
+		return unchecked(b)
 	default:
 		return nil, errors.New("git index: the trailing checksum is neither the SHA-1 nor the SHA-256 of the index")
 	}
@@ -135,6 +139,40 @@ func Parse(b []byte) (*Index, error) {
 		return nil, fmt.Errorf("git index: %w", err)
 	}
 	return ix, nil
+}
+
+// zeros reports whether b ends in a checksum of h's size that is all
+// zeros.
+func zeros(b []byte, h Hash) bool {
+	n := len(b) - int(h)
+	return n >= 12 && bytes.Count(b[n:], []byte{0}) == int(h)
+}
+
+// unchecked parses an index written without a checksum (git's
+// index.skipHash, which feature.manyFiles turns on: the trailer is all
+// zeros), whose hash function only the layout tells: it must parse as
+// one of SHA-1's and SHA-256's, not both.
+func unchecked(b []byte) (*Index, error) {
+	var found *Index
+	var errs []error
+	for _, h := range []Hash{SHA1, SHA256} {
+		if !zeros(b, h) {
+			continue
+		}
+		ix, err := parse(b[:len(b)-int(h)], h)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if found != nil {
+			return nil, errors.New("git index: without a checksum, reads as SHA-1's and as SHA-256's")
+		}
+		found = ix
+	}
+	if found == nil {
+		return nil, fmt.Errorf("git index: without a checksum: %w", errors.Join(errs...))
+	}
+	return found, nil
 }
 
 func checksum(b []byte, h Hash) bool {

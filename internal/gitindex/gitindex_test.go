@@ -122,6 +122,30 @@ func TestRealGit(t *testing.T) {
 	}
 }
 
+// TestSkipHash: git's index.skipHash writes zeros for the checksum.
+func TestSkipHash(t *testing.T) {
+	for _, tc := range []struct {
+		init []string
+		hash Hash
+	}{{nil, SHA1}, {[]string{"--object-format=sha256"}, SHA256}} {
+		dir, git := repo(t, tc.init...)
+		git("update-index", "--assume-unchanged", "b.txt")
+		b, err := os.ReadFile(filepath.Join(dir, ".git/index"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		clear(b[len(b)-int(tc.hash):])
+		ix, err := Parse(b)
+		if err != nil || ix.Hash != tc.hash || !find(ix, "b.txt").AssumeValid {
+			t.Errorf("%d: Parse: %v", tc.hash, err)
+		}
+		b[12+26] ^= 1 // the first entry's mode
+		if _, err := Parse(b); err == nil {
+			t.Errorf("%d: Parse accepted a damaged index without a checksum", tc.hash)
+		}
+	}
+}
+
 // TestSplitIndex: an index whose entries live in a shared index is
 // refused, not read as empty.
 func TestSplitIndex(t *testing.T) {
@@ -156,7 +180,7 @@ func TestRefuses(t *testing.T) {
 	}
 	first := 12 // the first entry
 	for name, b := range map[string][]byte{
-		"checksum":       append(bytes.Clone(body), make([]byte, 20)...),
+		"checksum":       append(bytes.Clone(body), bytes.Repeat([]byte{1}, 20)...),
 		"signature":      set(0, 'D', 'I', 'R', 'D'),
 		"version 5":      set(4, 0, 0, 0, 5),
 		"version 2":      set(4, 0, 0, 0, 2), // extended flags in v2
