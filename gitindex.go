@@ -27,6 +27,9 @@ const gitIndexPath attest.Path = ".git/index"
 // adds or moves a gitlink, or cannot be read in full (policy.RuleIndex*;
 // the most serious when several apply). An index the change set does not
 // touch, or removes, breaks none; neither does one an allow covers.
+// A launch index that cannot be read in full (the operator's split or
+// sparse index) counts as empty: every flag and gitlink of the new one is
+// then new.
 //
 // Where the workspace's .git is not a directory (a linked work tree's or
 // a submodule's "gitdir:" file), the index lies outside the workspace and
@@ -78,9 +81,9 @@ func gitIndexRule(r *reader, new *attest.State) (string, error) {
 		return "", err
 	}
 	if before == nil {
-		// The launch index cannot be read in full: what the new one
-		// adds is not known.
-		return policy.RuleIndexUnread, nil
+		// The launch index cannot be read in full: every flag and
+		// gitlink of the new one counts as new.
+		before = &gitindex.Index{}
 	}
 	return indexRule(before, after), nil
 }
