@@ -84,3 +84,50 @@ func TestIndexRule(t *testing.T) {
 		t.Errorf("a first index of plain files: rule %q", got)
 	}
 }
+
+// TestLowerIndex: the launch index is empty where the workspace has no
+// .git directory (none, or a linked work tree's "gitdir:" file) or no
+// index, and unknown (nil) where it cannot be read in full.
+func TestLowerIndex(t *testing.T) {
+	for name, tc := range map[string]struct {
+		files map[string]string
+		link  bool // .git/index a symlink to a real index
+		empty bool
+	}{
+		"no .git":      {files: map[string]string{"a": "a"}, empty: true},
+		".git file":    {files: map[string]string{".git": "gitdir: /elsewhere\n"}, empty: true},
+		"no index":     {files: map[string]string{".git/HEAD": "ref: refs/heads/main\n"}, empty: true},
+		"garbage":      {files: map[string]string{".git/index": "garbage"}},
+		"index a link": {files: map[string]string{".git/HEAD": "x"}, link: true},
+	} {
+		dir := t.TempDir()
+		for p, s := range tc.files {
+			if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, p)), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, p), []byte(s), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if tc.link {
+			cmd := exec.Command("git", "init", "-q", filepath.Join(dir, "real"))
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("git init: %v\n%s", err, out)
+			}
+			cmd = exec.Command("git", "-C", filepath.Join(dir, "real"), "update-index", "--add", "--cacheinfo", "100644,e69de29bb2d1d6434b8b29ae775ad8c2e48c5391,x")
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("git update-index: %v\n%s", err, out)
+			}
+			if err := os.Symlink("../real/.git/index", filepath.Join(dir, ".git/index")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ix, err := lowerIndex(&reader{lower: dir})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if tc.empty != (ix != nil) || ix != nil && len(ix.Entries) != 0 {
+			t.Errorf("%s: %+v, want empty %t", name, ix, tc.empty)
+		}
+	}
+}
