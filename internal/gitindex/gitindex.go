@@ -73,6 +73,8 @@ const (
 	ModeExec    = 0o100755
 	ModeSymlink = 0o120000
 	ModeGitlink = 0o160000 // a submodule's commit: git runs git in the directory
+	// modeDir is a sparse index's directory entry, which Parse refuses.
+	modeDir = 0o40000
 )
 
 // Hash is an object format.
@@ -212,6 +214,7 @@ func parse(b []byte, h Hash) (*Index, error) {
 	// refused below, by its extension.
 	empty := -1
 	pathBytes := 0
+	dir := -1 // a sparse directory entry: refused below, by its extension
 	for i := range int(count) {
 		e, n, err := entry(b[off:], ix.Version, h, prev)
 		if err != nil {
@@ -219,6 +222,9 @@ func parse(b []byte, h Hash) (*Index, error) {
 		}
 		if len(e.Path) == 0 && empty < 0 {
 			empty = i
+		}
+		if e.Mode == modeDir && dir < 0 {
+			dir = i
 		}
 		if i > 0 && empty < 0 {
 			last := ix.Entries[i-1]
@@ -255,6 +261,9 @@ func parse(b []byte, h Hash) (*Index, error) {
 	if empty >= 0 {
 		return nil, fmt.Errorf("entry %d: empty path", empty)
 	}
+	if dir >= 0 {
+		return nil, fmt.Errorf("entry %d: a directory (mode 040000) outside a sparse index", dir)
+	}
 	return ix, nil
 }
 
@@ -267,7 +276,7 @@ func entry(b []byte, version int, h Hash, prev []byte) (Entry, int, error) {
 	var e Entry
 	e.Mode = binary.BigEndian.Uint32(b[24:])
 	switch e.Mode {
-	case ModeFile, ModeExec, ModeSymlink, ModeGitlink:
+	case ModeFile, ModeExec, ModeSymlink, ModeGitlink, modeDir:
 	default:
 		return e, 0, fmt.Errorf("mode %o", e.Mode)
 	}

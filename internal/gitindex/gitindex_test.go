@@ -160,6 +160,25 @@ func TestSplitIndex(t *testing.T) {
 	}
 }
 
+// TestSparseIndex: an index whose directory entries stand for whole
+// subtrees is refused, not read as a few entries.
+func TestSparseIndex(t *testing.T) {
+	dir, git := repo(t)
+	git("sparse-checkout", "set", "--cone", "--sparse-index", "dir")
+	git("sparse-checkout", "set", "dir")
+	b, err := os.ReadFile(filepath.Join(dir, ".git/index"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Parse(b); !errors.Is(err, ErrUnsupported) {
+		t.Fatalf("Parse of a sparse index: %v, want ErrUnsupported", err)
+	}
+	git("sparse-checkout", "disable")
+	if ix := read(t, dir); find(ix, "dir/c.go") == nil {
+		t.Fatalf("after sparse-checkout disable: %q", paths(ix))
+	}
+}
+
 // TestRefuses: damaged or crafted indexes are errors.
 func TestRefuses(t *testing.T) {
 	dir, git := repo(t)
