@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"slices"
+	"strings"
 
 	"golang.org/x/sys/unix"
 
@@ -19,16 +20,24 @@ import (
 // gitIndexPath is the index of the workspace's repository.
 const gitIndexPath attest.Path = ".git/index"
 
-// gitIndexViolations compares the workspace repository's index at launch
-// (the lower layer's .git/index) with the one the change set leaves
-// (entries' .git/index, read from the upper layer) and returns one
-// violation at .git/index when the new index hides an edit from git,
-// adds or moves a gitlink, or cannot be read in full (policy.RuleIndex*;
-// the most serious when several apply). An index the change set does not
-// touch, or removes, breaks none; neither does one an allow covers.
-// A launch index that cannot be read in full (the operator's split or
-// sparse index) counts as empty: every flag and gitlink of the new one is
-// then new.
+// isGitIndex reports whether p is the index of a repository whose .git
+// directory is in the workspace: .git/index, or DIR/.git/index for a
+// repository beneath (a nested clone, a submodule with its .git inside).
+func isGitIndex(p attest.Path) bool {
+	return p == gitIndexPath || strings.HasSuffix(string(p), "/"+string(gitIndexPath))
+}
+
+// gitIndexViolations compares the index of each repository in the
+// workspace that the change set changes (.git/index, and DIR/.git/index
+// beneath) as it was at launch (in the lower layer) with the one the
+// change set leaves (read from the upper layer), and returns a violation
+// at the index when the new one hides an edit from git, adds or moves a
+// gitlink, or cannot be read in full (policy.RuleIndex*; the most
+// serious when several apply). An index the change set removes breaks
+// none; neither does one an allow covers. A launch index that cannot be
+// read in full (the operator's split or sparse index), or that is not
+// there, counts as empty: every flag and gitlink of the new one is then
+// new.
 //
 // Where the workspace's .git is not a directory (a linked work tree's or
 // a submodule's "gitdir:" file), the index lies outside the workspace and
@@ -36,25 +45,25 @@ const gitIndexPath attest.Path = ".git/index"
 // compared with an empty one (and the .git it needs breaks the built-in
 // glob of .git anyway).
 func gitIndexViolations(r *reader, entries []attest.Entry) ([]attest.Violation, error) {
-	var e *attest.Entry
-	for i := range entries {
-		if entries[i].Path == gitIndexPath {
-			e = &entries[i]
-			break
+	var out []attest.Violation
+	for _, e := range entries {
+		if !isGitIndex(e.Path) || e.New == nil || r.rules.Allowed(e.Path) {
+			continue
+		}
+		rule, err := gitIndexRule(r, e.Path, e.New)
+		if err != nil {
+			return nil, err
+		}
+		if rule != "" {
+			out = append(out, attest.Violation{Path: e.Path, Rule: rule})
 		}
 	}
-	if e == nil || e.New == nil || r.rules.Allowed(gitIndexPath) {
-		return nil, nil
-	}
-	rule, err := gitIndexRule(r, e.New)
-	if err != nil || rule == "" {
-		return nil, err
-	}
-	return []attest.Violation{{Path: gitIndexPath, Rule: rule}}, nil
+	return out, nil
 }
 
-// gitIndexRule names the rule the index new breaks, "" for none.
-func gitIndexRule(r *reader, new *attest.State) (string, error) {
+// gitIndexRule names the rule the index at p, whose new state is new,
+// breaks: "" for none.
+func gitIndexRule(r *reader, p attest.Path, new *attest.State) (string, error) {
 	if new.Type != attest.File {
 		return policy.RuleIndexUnread, nil
 	}
@@ -63,7 +72,7 @@ func gitIndexRule(r *reader, new *attest.State) (string, error) {
 		return "", fmt.Errorf("open the upper layer: %w", err)
 	}
 	defer linux.Close(upper)
-	b, err := readIndex(upper)
+	b, err := readIndex(upper, p)
 	if err != nil || new.SHA256 != nil && !bytes.Equal(sha(b), new.SHA256) {
 		// Too large, or not there to read as the statement says.
 		return policy.RuleIndexUnread, nil
@@ -72,13 +81,11 @@ func gitIndexRule(r *reader, new *attest.State) (string, error) {
 	if err != nil {
 		return policy.RuleIndexUnread, nil
 	}
-	before, err := lowerIndex(r)
+	before, err := lowerIndex(r, p)
 	if err != nil {
 		return "", err
 	}
 	if before == nil {
-		// The launch index cannot be read in full: every flag and
-		// gitlink of the new one counts as new.
 		before = &gitindex.Index{}
 	}
 	return indexRule(before, after), nil
@@ -125,10 +132,11 @@ func indexRule(before, after *gitindex.Index) string {
 	return ""
 }
 
-// lowerIndex reads the index at launch beneath the workspace: an empty
-// index when the workspace has no .git directory or no index in it, nil
-// when the index is there but cannot be read in full.
-func lowerIndex(r *reader) (*gitindex.Index, error) {
+// lowerIndex reads the index at p (.git/index or DIR/.git/index) at
+// launch, from the workspace: an empty index when there is no .git
+// directory there (none, a file, beneath a symlink) or no index in it,
+// nil when the index is there but cannot be read in full.
+func lowerIndex(r *reader, p attest.Path) (*gitindex.Index, error) {
 	var lower int
 	var err error
 	if r.lowerDir != nil {
@@ -140,14 +148,16 @@ func lowerIndex(r *reader) (*gitindex.Index, error) {
 		return nil, fmt.Errorf("open the workspace: %w", err)
 	}
 	defer linux.Close(lower)
-	st, err := linux.Lstat(lower, ".git")
-	if errors.Is(err, unix.ENOENT) || err == nil && st.Mode&unix.S_IFMT != unix.S_IFDIR {
+	git := strings.TrimSuffix(string(p), "/index")
+	dir, err := linux.OpenBeneath(lower, git, unix.O_PATH|unix.O_DIRECTORY)
+	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.ELOOP) {
 		return &gitindex.Index{}, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("the workspace's .git: %w", err)
+		return nil, fmt.Errorf("the workspace's %q: %w", git, err)
 	}
-	b, err := readIndex(lower)
+	defer linux.Close(dir)
+	b, err := readIndex(dir, "index")
 	if errors.Is(err, unix.ENOENT) {
 		return &gitindex.Index{}, nil
 	}
@@ -161,28 +171,28 @@ func lowerIndex(r *reader) (*gitindex.Index, error) {
 	return ix, nil
 }
 
-// readIndex reads .git/index beneath dir, no symlink followed: a regular
-// file of at most gitindex.MaxSize bytes.
-func readIndex(dir int) ([]byte, error) {
-	fd, err := linux.OpenBeneath(dir, string(gitIndexPath), unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY)
+// readIndex reads the index at p beneath dir, no symlink followed: a
+// regular file of at most gitindex.MaxSize bytes.
+func readIndex(dir int, p attest.Path) ([]byte, error) {
+	fd, err := linux.OpenBeneath(dir, string(p), unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY)
 	if err != nil {
-		return nil, fmt.Errorf("%q: %w", string(gitIndexPath), err)
+		return nil, fmt.Errorf("%q: %w", string(p), err)
 	}
-	f := os.NewFile(uintptr(fd), string(gitIndexPath))
+	f := os.NewFile(uintptr(fd), string(p))
 	defer f.Close()
 	st, err := linux.Lstat(fd, "")
 	if err != nil {
-		return nil, fmt.Errorf("%q: %w", string(gitIndexPath), err)
+		return nil, fmt.Errorf("%q: %w", string(p), err)
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return nil, fmt.Errorf("%q is not a regular file", string(gitIndexPath))
+		return nil, fmt.Errorf("%q is not a regular file", string(p))
 	}
 	if st.Size > gitindex.MaxSize {
-		return nil, fmt.Errorf("%q: %d bytes, more than %d", string(gitIndexPath), st.Size, gitindex.MaxSize)
+		return nil, fmt.Errorf("%q: %d bytes, more than %d", string(p), st.Size, gitindex.MaxSize)
 	}
 	b, err := io.ReadAll(io.LimitReader(f, gitindex.MaxSize+1))
 	if err != nil {
-		return nil, fmt.Errorf("%q: %w", string(gitIndexPath), err)
+		return nil, fmt.Errorf("%q: %w", string(p), err)
 	}
 	return b, nil
 }

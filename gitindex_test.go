@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/layerseal/layerseal/attest"
 	"github.com/layerseal/layerseal/internal/gitindex"
 	"github.com/layerseal/layerseal/policy"
 )
@@ -92,14 +93,22 @@ func TestLowerIndex(t *testing.T) {
 	for name, tc := range map[string]struct {
 		files map[string]string
 		link  bool // .git/index a symlink to a real index
+		path  attest.Path
 		empty bool
 	}{
-		"no .git":      {files: map[string]string{"a": "a"}, empty: true},
-		".git file":    {files: map[string]string{".git": "gitdir: /elsewhere\n"}, empty: true},
-		"no index":     {files: map[string]string{".git/HEAD": "ref: refs/heads/main\n"}, empty: true},
-		"garbage":      {files: map[string]string{".git/index": "garbage"}},
-		"index a link": {files: map[string]string{".git/HEAD": "x"}, link: true},
+		"no .git":        {files: map[string]string{"a": "a"}, empty: true},
+		".git file":      {files: map[string]string{".git": "gitdir: /elsewhere\n"}, empty: true},
+		"no index":       {files: map[string]string{".git/HEAD": "ref: refs/heads/main\n"}, empty: true},
+		"garbage":        {files: map[string]string{".git/index": "garbage"}},
+		"index a link":   {files: map[string]string{".git/HEAD": "x"}, link: true},
+		"nested":         {files: map[string]string{"sub/.git/index": "garbage"}, path: "sub/.git/index"},
+		"nested no .git": {files: map[string]string{"sub/x": "x"}, path: "sub/.git/index", empty: true},
+		"nested .git file": {files: map[string]string{"sub/.git": "gitdir: ../.git/modules/sub\n", ".git/modules/sub/index": "garbage"},
+			path: "sub/.git/index", empty: true},
 	} {
+		if tc.path == "" {
+			tc.path = gitIndexPath
+		}
 		dir := t.TempDir()
 		for p, s := range tc.files {
 			if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, p)), 0o755); err != nil {
@@ -122,7 +131,7 @@ func TestLowerIndex(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		ix, err := lowerIndex(&reader{lower: dir})
+		ix, err := lowerIndex(&reader{lower: dir}, tc.path)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
