@@ -36,6 +36,11 @@ func sweep(r *reader, st *attest.Statement) (*subtrees, error) {
 		return nil, err
 	}
 	vs = append(vs, grants...)
+	index, err := gitIndexViolations(r, st.Entries)
+	if err != nil {
+		return nil, err
+	}
+	vs = append(vs, index...)
 	slices.SortStableFunc(vs, func(a, b attest.Violation) int { return strings.Compare(string(a.Path), string(b.Path)) })
 	vs = slices.CompactFunc(vs, func(a, b attest.Violation) bool { return a.Path == b.Path })
 	if len(vs) == 0 {

@@ -175,6 +175,11 @@ func diffReview(cmd *cli.Command) error {
 	for _, x := range r.Statement().Excluded {
 		fmt.Fprintf(os.Stderr, "layerseal: excluded subtree %s (%d entries, %d bytes) is counted, not itemized: not in the patch\n", x.Path, x.Entries, x.Bytes)
 	}
+	notes, err := r.AttributeNotes()
+	if err != nil {
+		return exitWith(exitFailed, err)
+	}
+	writeAttributeNotes(os.Stderr, "layerseal: ", notes)
 	return nil
 }
 

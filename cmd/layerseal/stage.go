@@ -277,8 +277,14 @@ func diffCommand() *cli.Command {
 				}
 				return exitWith(exitFailed, err)
 			}
+			notes, err := attributeNotes(cmd, cmd.Args().First())
+			if err != nil {
+				return exitWith(exitFailed, err)
+			}
 			if cmd.Bool("json") {
-				printJSON(stagedJSON(st))
+				m := stagedJSON(st)
+				addAttributeNotes(m, notes)
+				printJSON(m)
 				return nil
 			}
 			digest := statementDigest
@@ -290,6 +296,7 @@ func diffCommand() *cli.Command {
 				return writeSummary(os.Stdout, st.AppliedEntries())
 			}
 			writeStaged(os.Stdout, st, cmd.Bool("all"), useColor(cmd), digest)
+			writeAttributeNotes(os.Stdout, "# ", notes)
 			return nil
 		},
 	}

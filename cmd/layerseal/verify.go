@@ -275,6 +275,10 @@ func showCommand() *cli.Command {
 			if a.Checkpoint == nil {
 				info = sessionOf(cmd.String("state-dir"), st)
 			}
+			notes, err := sessionAttributeNotes(cmd, info)
+			if err != nil {
+				return exitWith(exitFailed, err)
+			}
 			if cmd.Bool("json") {
 				m := showJSON(st, !pub.IsZero())
 				if a.Checkpoint != nil {
@@ -284,6 +288,7 @@ func showCommand() *cli.Command {
 					for k, v := range reportJSON(st, info) {
 						m[k] = v
 					}
+					addAttributeNotes(m, notes)
 				}
 				printJSON(m)
 				return nil
@@ -291,6 +296,7 @@ func showCommand() *cli.Command {
 			writeShort(os.Stdout, st, !pub.IsZero(), cmd.Bool("all"), useColor(cmd))
 			if a.Checkpoint == nil {
 				writeReport(os.Stdout, "# ", st, info)
+				writeAttributeNotes(os.Stdout, "# ", notes)
 			} else {
 				for _, r := range st.Incomplete {
 					fmt.Printf("# incomplete: %s\n", reasonText(r))
