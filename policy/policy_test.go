@@ -116,7 +116,7 @@ func TestRules(t *testing.T) {
 func TestUnusedAllows(t *testing.T) {
 	// With the built-in globs, as every session has them: those of nested
 	// repositories overlap src/** but do not count.
-	r := rules(t, nil, append([]string{".env", "deploy/**", ".github/*/ci.yml"}, Builtin...), []string{"deploy/prod.yml", "src/**", ".env", "**/ci.yml", "docs/*.md"})
+	r := rules(t, nil, append([]string{".env", "deploy/**", ".github/*/ci.yml"}, BuiltinGlobs()...), []string{"deploy/prod.yml", "src/**", ".env", "**/ci.yml", "docs/*.md"})
 	var got []string
 	for _, g := range r.UnusedAllows() {
 		got = append(got, g.String())
@@ -210,20 +210,29 @@ func TestParseUserForms(t *testing.T) {
 // repository beneath, and that only the anchored ones keep an exclusion
 // from summarizing them.
 func TestBuiltin(t *testing.T) {
-	gs, err := CompileAll(Builtin)
+	gs, err := CompileAll(BuiltinGlobs())
 	if err != nil {
 		t.Fatal(err)
 	}
 	r := Rules{Protected: gs}
 	for _, p := range []attest.Path{"layerseal.yaml", ".git/config", ".git/hooks/pre-commit", ".git/commondir",
 		".git/info/exclude", ".git/modules/sub/config", ".gitmodules", ".vscode/settings.json", ".idea/workspace.xml",
-		"sub/.git/config", "a/b/.git/hooks/post-checkout", "sub/.git/commondir"} {
+		"sub/.git/config", "a/b/.git/hooks/post-checkout", "sub/.git/commondir",
+		".git/rebase-merge/git-rebase-todo", ".git/rebase-apply/patch", ".git/sequencer/todo", ".git/config.worktree",
+		".husky/pre-commit", ".husky/_/h", ".githooks/pre-push", ".pre-commit-config.yaml", "lefthook.yml",
+		".lefthook.toml", "lefthook-local.yml", ".config/lefthook.yaml", ".lefthook/pre-commit/x.sh", "hk.pkl",
+		".claude/settings.json", ".claude/settings.local.json", ".mcp.json", ".cursor/mcp.json", ".gemini/settings.json",
+		".codex/config.toml", ".kiro/hooks/a.kiro.hook", ".zed/settings.json", ".helix/languages.toml", ".nvim.lua",
+		".exrc", ".envrc", "mise.toml", "mise.local.toml", ".mise.toml", ".devcontainer/devcontainer.json",
+		".devcontainer.json"} {
 		if r.Violation(p) == "" {
 			t.Errorf("%s is not protected", p)
 		}
 	}
 	for _, p := range []attest.Path{".git/HEAD", ".git/index", ".git/objects/ab/cdef", ".git/refs/heads/main",
-		"src/main.go", "config", "sub/.git/HEAD", ".github/workflows/ci.yml"} {
+		"src/main.go", "config", "sub/.git/HEAD", ".github/workflows/ci.yml",
+		// Instructions only: prompt text, shown by diff.
+		"CLAUDE.md", "AGENTS.md", ".cursorrules", "src/.claude", "sub/.envrc", "lefthook", ".git/MERGE_MSG"} {
 		if rule := r.Violation(p); rule != "" {
 			t.Errorf("%s is protected by %q", p, rule)
 		}
@@ -253,6 +262,44 @@ func TestBuiltin(t *testing.T) {
 		if got := r.Excluded(p); got != want {
 			t.Errorf("Excluded(%s) = %t, want %t", p, got, want)
 		}
+	}
+}
+
+// TestBuiltinTable: every row of the table is a glob that compiles or a
+// named rule, with a tool and a reason, none twice; the copy returned is
+// the caller's.
+func TestBuiltinTable(t *testing.T) {
+	seen := map[string]bool{}
+	named := 0
+	for _, r := range Builtin() {
+		if r.Tool == "" || r.Reason == "" || strings.Contains(r.Reason, "\n") {
+			t.Errorf("row %q: tool %q, reason %q", r.Rule, r.Tool, r.Reason)
+		}
+		if seen[r.Rule] {
+			t.Errorf("row %q twice", r.Rule)
+		}
+		seen[r.Rule] = true
+		if r.Named() {
+			named++
+			if !strings.HasSuffix(r.Rule, ")") {
+				t.Errorf("named rule %q", r.Rule)
+			}
+		} else if _, err := Compile(r.Rule); err != nil {
+			t.Errorf("row %q: %v", r.Rule, err)
+		}
+	}
+	for _, n := range []string{RuleSetuid, RuleSetgid, RuleCapabilities, RuleDevice} {
+		if !seen[n] {
+			t.Errorf("named rule %s has no row", n)
+		}
+	}
+	if g := BuiltinGlobs(); len(g)+named != len(Builtin()) || g[0] != FileName {
+		t.Errorf("BuiltinGlobs() = %q", g)
+	}
+	b := Builtin()
+	b[0].Rule = "x"
+	if Builtin()[0].Rule != FileName {
+		t.Error("Builtin() returns the table itself")
 	}
 }
 

@@ -33,7 +33,7 @@ func runPolicy(cmd *cli.Command, base attest.Policy) (attest.Policy, error) {
 	if err != nil {
 		return base, usageErr("run: --allow: %v", err)
 	}
-	builtin, _ := policy.CompileAll(policy.Builtin) // protected by every session
+	builtin, _ := policy.CompileAll(policy.BuiltinGlobs()) // protected by every session
 	rules := policy.Rules{Allow: allow, Protected: builtin}
 	if c != nil {
 		rules.Protected = append(rules.Protected, c.Protected...)
