@@ -257,6 +257,10 @@ func prepare(cfg RunConfig) (*session, error) {
 	}
 	s.cfg = cfg
 	s.cfg.Policy = fillPolicy(cfg.Policy)
+	if s.cfg.Policy.Protect, err = protectGitHooks(s.ws, s.cfg.Policy.Protect); err != nil {
+		s.wsDir.Close()
+		return nil, err
+	}
 	return s, nil
 }
 
