@@ -5,19 +5,18 @@ import (
 	"strings"
 )
 
-// A BuiltinRule is one row of the table of rules every session holds,
-// beside those of the configuration. Its Rule is a glob, or the name of a
-// rule checked by what a change is rather than where it lies, in
-// parentheses (RuleSetuid, ...). An --allow of a path lifts every rule for
-// that path for one run.
-type BuiltinRule struct {
+// A RuleRow is one row of a table of rules, such as Builtin's. Its Rule
+// is a glob, or the name of a rule checked by what a change is rather
+// than where it lies, in parentheses (RuleSetuid, ...). An --allow of a
+// path lifts every rule for that path for one run.
+type RuleRow struct {
 	Rule   string // a glob, or a named rule such as "(setuid file)"
 	Tool   string // the program that acts on what the rule keeps
 	Reason string // what that program runs, grants or hides from there
 }
 
 // Named reports whether r is a named rule, not a glob.
-func (r BuiltinRule) Named() bool { return strings.HasPrefix(r.Rule, "(") }
+func (r RuleRow) Named() bool { return strings.HasPrefix(r.Rule, "(") }
 
 // Builtin returns the table of built-in rules: what git, hook managers,
 // editors and coding agents run or hide when the operator reviews the
@@ -30,7 +29,7 @@ func (r BuiltinRule) Named() bool { return strings.HasPrefix(r.Rule, "(") }
 // Files that only carry instructions for an agent (CLAUDE.md, AGENTS.md,
 // .cursorrules) are not in it: they are prompt text, shown by diff like
 // any other file, and run nothing by themselves.
-func Builtin() []BuiltinRule { return slices.Clone(builtin) }
+func Builtin() []RuleRow { return slices.Clone(builtin) }
 
 // BuiltinGlobs returns the globs of Builtin, in order: what every
 // session's policy protects, and records in its launch record.
@@ -56,7 +55,7 @@ func builtinGlob(text string) bool {
 
 // builtin is the table Builtin returns. One row per glob or named rule;
 // the tool is who acts on it, the reason what that tool does with it.
-var builtin = []BuiltinRule{
+var builtin = []RuleRow{
 	{FileName, "layerseal", "the next session's policy"},
 
 	// The workspace's repository.
@@ -91,7 +90,7 @@ var builtin = []BuiltinRule{
 	{".vscode/**", "VS Code", "settings and tasks that name programs to run"},
 	{".idea/**", "JetBrains IDEs", "run configurations, tools and settings that name programs"},
 	{".claude/**", "Claude Code", "settings: hooks, apiKeyHelper, statusLine, MCP servers: commands it runs"},
-	{".mcp.json", "Claude Code and other MCP clients", "MCP servers: commands started for the project"},
+	{".mcp.json", "Claude Code, MCP clients", "MCP servers: commands started for the project"},
 	{".cursor/**", "Cursor", "mcp.json servers, hooks.json: commands it runs"},
 	{".gemini/**", "Gemini CLI", "settings.json: mcpServers and hooks, commands it runs"},
 	{".codex/**", "Codex", "config.toml: mcp_servers, commands it runs in a trusted project"},
