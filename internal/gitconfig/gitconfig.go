@@ -14,7 +14,8 @@
 // closes a quoted part, \n \t \b \\ \" are escapes, a '\' ending a line
 // continues the value on the next line, and whitespace outside quotes is
 // trimmed at both ends and kept (one space per byte) inside. A header may
-// have a key on the rest of its line. Section and key names are compared
+// have a key on the rest of its line, and a key may come before any
+// header (git takes it, with no section). Section and key names are compared
 // without case (Parse returns them lower-case), subsections with case;
 // the old "[section.sub]" form gives the subsection lower-case. A UTF-8
 // byte order mark before the first line is skipped. Anything else is an
@@ -35,7 +36,7 @@ const MaxSize = 1 << 20
 
 // An Entry is one setting of a config file.
 type Entry struct {
-	Section    string // lower-case
+	Section    string // lower-case; "" for a key before any section header
 	Subsection string // as written; "" for none
 	Key        string // lower-case
 	Value      string
@@ -46,6 +47,9 @@ type Entry struct {
 // Name is the setting's name as git config prints it: section, subsection
 // and key joined by dots, such as "core.hookspath".
 func (e Entry) Name() string {
+	if e.Section == "" { // a key before any section, which git takes
+		return e.Key
+	}
 	if e.Subsection != "" {
 		return e.Section + "." + e.Subsection + "." + e.Key
 	}
@@ -73,7 +77,6 @@ type parser struct {
 	b            *bufio.Reader
 	line         int
 	section, sub string
-	haveSection  bool
 	out          []Entry
 }
 
@@ -109,7 +112,7 @@ func (p *parser) parse() ([]Entry, error) {
 			if err := p.header(); err != nil {
 				return nil, err
 			}
-		case isAlpha(c) && p.haveSection:
+		case isAlpha(c):
 			if err := p.entry(c); err != nil {
 				return nil, err
 			}
@@ -142,7 +145,7 @@ func (p *parser) header() error {
 			}
 			// The old form [section.sub]: a lower-case subsection.
 			s := strings.ToLower(string(name))
-			p.section, p.sub, p.haveSection = s, "", true
+			p.section, p.sub = s, ""
 			if i := strings.IndexByte(s, '.'); i >= 0 {
 				p.section, p.sub = s[:i], s[i+1:]
 			}
@@ -179,7 +182,7 @@ func (p *parser) subsection(section string) error {
 			if c, ok := p.next(); !ok || c != ']' {
 				return p.bad()
 			}
-			p.section, p.sub, p.haveSection = section, string(sub), true
+			p.section, p.sub = section, string(sub)
 			return nil
 		case c == '\\':
 			c, ok = p.next()

@@ -45,36 +45,44 @@ func TestParse(t *testing.T) {
 	}
 }
 
-// TestParseLikeGit checks values against git's own reading of the same
-// file, where git is installed.
+// TestParseLikeGit checks settings and refusals against git's own reading
+// of the same files, where git is installed.
 func TestParseLikeGit(t *testing.T) {
 	git, err := exec.LookPath("git")
 	if err != nil {
 		t.Skip("no git")
 	}
-	f := filepath.Join(t.TempDir(), "config")
-	in := "[core]\n\thooksPath = \"  a b\" c\\\\d  # x\n[x \"Y\"] k = 1\\\n2\n"
-	os.WriteFile(f, []byte(in), 0o644)
-	out, err := exec.Command(git, "config", "--file", f, "--list", "-z").Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := Parse(strings.NewReader(in))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ours []string
-	for _, e := range got {
-		ours = append(ours, e.Name()+"\n"+e.Value)
-	}
-	if theirs := strings.Split(strings.TrimSuffix(string(out), "\x00"), "\x00"); strings.Join(ours, "|") != strings.Join(theirs, "|") {
-		t.Errorf("ours %q, git's %q", ours, theirs)
+	for _, in := range []string{
+		"[core]\n\thooksPath = \"  a b\" c\\\\d  # x\n[x \"Y\"] k = 1\\\n2\n",
+		"[a]\n\tk\n", "[a]k=v\n", "[a \"b\"]k = \"x\"y\"z\" # c\n", "[a.B.c]\nk=v\n",
+		"[a]\nk=\n", "[a]\nk = ; c\n", "[a]\n\tk = v\t \r\n", "[a \"x\\\\y\\z\"]\nk=v\n", "[A-B]\nK-1 = 2\n",
+		"[a]\nk = \"a ; b\" ; c\n", "[a]   \nk=1\n", "[a] # c\nk=1\n", "[a]\nk=1 \\\n\n", "[a \"b\"  ]\nk=1\n",
+		"[a]\n\n\n k \n", "[a]\nk = v\\q\n", "[a\n", "k = v\n", "[a]\nk v\n",
+	} {
+		f := filepath.Join(t.TempDir(), "config")
+		os.WriteFile(f, []byte(in), 0o644)
+		out, gerr := exec.Command(git, "config", "--file", f, "--list", "-z").Output()
+		got, err := Parse(strings.NewReader(in))
+		if (err == nil) != (gerr == nil) {
+			t.Errorf("%q: ours %v, git's %v", in, err, gerr)
+			continue
+		}
+		var ours []string
+		for _, e := range got {
+			if e.NoValue {
+				ours = append(ours, e.Name())
+			} else {
+				ours = append(ours, e.Name()+"\n"+e.Value)
+			}
+		}
+		if a, b := strings.Join(ours, "\x00"), strings.TrimSuffix(string(out), "\x00"); a != b {
+			t.Errorf("%q: ours %q, git's %q", in, a, b)
+		}
 	}
 }
 
 func TestParseBad(t *testing.T) {
 	for _, in := range []string{
-		"key = v\n",       // no section
 		"[core\n",         // unclosed
 		"[]\n",            // empty name
 		"[co re]\n",       // a space, no subsection
