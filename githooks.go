@@ -174,6 +174,9 @@ func hooksPath(s gitconfig.Setting, ws, top, home string) (HooksPath, error) {
 		return h, nil
 	}
 	dir, err := gitconfig.ExpandPath(s.Value, home)
+	if errors.Is(err, gitconfig.ErrPrefix) {
+		return h, nil // in git's installation, not the workspace
+	}
 	if err != nil {
 		return h, fmt.Errorf("%s line %d: core.hooksPath %w", s.File, s.Line, err)
 	}

@@ -118,7 +118,7 @@ func TestLoad(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	write(filepath.Join(home, ".gitconfig"), "[core]\nhooksPath = a\n[include]\npath = ~/inc\n")
+	write(filepath.Join(home, ".gitconfig"), "[core]\nhooksPath = a\n[include]\npath = ~/inc\npath = %(prefix)/etc/x\n")
 	write(filepath.Join(home, "inc"), "[core]\nhooksPath = b\n[includeIf \"onbranch:x\"]\npath = sub/cond\n")
 	write(filepath.Join(home, "sub/cond"), "[core]\nhooksPath = c\n[include]\npath = ../missing\n")
 	if err := syscall.Mkfifo(filepath.Join(dir, "fifo"), 0o644); err != nil {

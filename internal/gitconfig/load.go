@@ -93,6 +93,9 @@ func (l *loader) file(path string, cond bool, depth int) error {
 			return fmt.Errorf("%s line %d: %s has no path", path, e.Line, e.Name())
 		}
 		p, err := l.expand(e.Value, filepath.Dir(path))
+		if errors.Is(err, ErrPrefix) {
+			continue // git's own installation: no file of the workspace's
+		}
 		if err != nil {
 			return fmt.Errorf("%s line %d: %s: %w", path, e.Line, e.Name(), err)
 		}
@@ -115,14 +118,19 @@ func (l *loader) expand(v, dir string) (string, error) {
 	return filepath.Clean(p), nil
 }
 
+// ErrPrefix is ExpandPath's error for a value that starts with
+// "%(prefix)/": a path in git's own installation, which Load does not
+// know (and skips, for an include).
+var ErrPrefix = errors.New("%(prefix)/ names git's installation")
+
 // ExpandPath expands a pathname value as git does: "~" or "~/..." from
 // home, "~user/..." from that user's home. Other values, relative ones
-// included, are returned as they are; "%(prefix)/" is refused (it names
-// git's own installation, not a path Load can know).
+// included, are returned as they are; "%(prefix)/..." fails with
+// ErrPrefix.
 func ExpandPath(v, home string) (string, error) {
 	switch {
 	case strings.HasPrefix(v, "%(prefix)/"):
-		return "", fmt.Errorf("%q: %%(prefix)/ is git's installation prefix", v)
+		return "", fmt.Errorf("%q: %w", v, ErrPrefix)
 	case v == "~" || strings.HasPrefix(v, "~/"):
 		if home == "" {
 			return "", fmt.Errorf("%q: no home directory to expand ~ with", v)
