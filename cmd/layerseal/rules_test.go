@@ -28,11 +28,16 @@ func operatorGit(t *testing.T, dir, home string, args ...string) string {
 	return string(out)
 }
 
-// gitRepo makes e's workspace a repository with one commit, as the
-// operator has it before the run.
+// gitRepo makes e's workspace a repository with one commit of files (a
+// script, "#!...", executable), as the operator has it before the run.
 func gitRepo(t *testing.T, e *env, home string, files map[string]string) {
 	t.Helper()
 	write(t, e.ws, files)
+	for p, content := range files {
+		if strings.HasPrefix(content, "#!") {
+			os.Chmod(filepath.Join(e.ws, p), 0o755)
+		}
+	}
 	operatorGit(t, e.ws, home, "init", "-q", "-b", "main")
 	operatorGit(t, e.ws, home, "config", "user.name", "op")
 	operatorGit(t, e.ws, home, "config", "user.email", "op@example.com")
@@ -43,30 +48,29 @@ func gitRepo(t *testing.T, e *env, home string, files map[string]string) {
 // TestReviewToolsProtected: what the operator's git, hook managers,
 // editors and coding agents run from the workspace. With core.hooksPath
 // .husky set in the repository before the run, the agent rewrites a hook
-// there, writes agents' and direnv's settings, a pre-commit config and a
-// stopped interactive rebase with an exec line: each is a violation,
-// reverted, and the operator's git commit after apply runs none of it,
-// while the agent's own commit and edit are applied.
+// there, writes agents' and direnv's settings and a pre-commit config, and
+// leaves an interactive rebase stopped before an exec line: each is a
+// violation, reverted, and the operator's git commit and git rebase
+// --continue after apply run none of it, while the agent's own commit and
+// edit are applied.
 func TestReviewToolsProtected(t *testing.T) {
 	e := newEnv(t)
 	home := filepath.Join(e.dir, "home")
 	os.MkdirAll(home, 0o755)
 	mark := filepath.Join(e.dir, "owned")
 	gitRepo(t, e, home, map[string]string{"README.md": "readme\n", ".husky/pre-commit": "#!/bin/sh\nexit 0\n"})
-	os.Chmod(filepath.Join(e.ws, ".husky/pre-commit"), 0o755)
 	operatorGit(t, e.ws, home, "config", "core.hooksPath", ".husky")
 	before := e.manifest()
 
 	script := `export HOME=/tmp GIT_CONFIG_NOSYSTEM=1
 echo agent > work.txt; git add work.txt; git commit -qm agent
+printf '#!/bin/sh\nprintf "break\\nexec touch %s\\n" >> "$1"\n' ` + mark + `-rebase > /tmp/todo; chmod +x /tmp/todo
+GIT_SEQUENCE_EDITOR=/tmp/todo git rebase -q -i HEAD~1
 printf '#!/bin/sh\ntouch ` + mark + `-hook\n' > .husky/pre-commit
 mkdir .claude; echo '{"hooks":{"Stop":[{"hooks":[{"type":"command","command":"touch ` + mark + `"}]}]}}' > .claude/settings.json
 echo '{"mcpServers":{"x":{"command":"touch","args":["` + mark + `"]}}}' > .mcp.json
 echo 'touch ` + mark + `' > .envrc
 printf 'repos:\n- repo: local\n  hooks:\n  - {id: x, name: x, entry: touch ` + mark + `, language: system}\n' > .pre-commit-config.yaml
-mkdir .git/rebase-merge; printf 'exec touch ` + mark + `-rebase\n' > .git/rebase-merge/git-rebase-todo
-echo refs/heads/main > .git/rebase-merge/head-name; git rev-parse HEAD > .git/rebase-merge/onto
-cp .git/rebase-merge/onto .git/rebase-merge/orig-head; : > .git/rebase-merge/interactive
 echo edited >> README.md`
 	out := filepath.Join(e.dir, "run")
 	code, log := e.run(out, script)
@@ -102,7 +106,7 @@ echo edited >> README.md`
 	if st := operatorGit(t, e.ws, home, "status"); strings.Contains(st, "rebase") {
 		t.Errorf("git status reports a rebase:\n%s", st)
 	}
-	operatorGit(t, e.ws, home, "commit", "-q", "--allow-empty", "-m", "review")
+	operatorGit(t, e.ws, home, "commit", "-q", "-a", "--allow-empty", "-m", "review")
 	cont := exec.Command("git", "-C", e.ws, "rebase", "--continue")
 	cont.Env = append(os.Environ(), "HOME="+home, "GIT_CONFIG_NOSYSTEM=1", "GIT_EDITOR=true")
 	cont.Run() // no rebase in progress: it fails
