@@ -19,12 +19,13 @@ func rulesCommand() *cli.Command {
 		Description: "A change that breaks a rule is reverted and the run staged; `run --allow GLOB` lets a path through for one run.\n" +
 			"Named rules, in parentheses, are checked by what a change is (a setuid file, a device node), wherever it lies.\n" +
 			"With --workspace DIR, also what a session over DIR adds: the protected globs of its layerseal.yaml (or --config)\n" +
-			"and the hooks directories core.hooksPath names in it, read from the repository's, this user's ($HOME) and the\n" +
-			"system's git config as `run` reads them at launch: run `rules` as you run `run`.",
+			"and the hooks directories core.hooksPath names in it (and config files git includes from it), read from the\n" +
+			"repository's, this user's ($HOME) and the system's git config as `run` reads them at launch: run `rules` as you\n" +
+			"run `run`.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "workspace", Usage: "also print what a session over `DIR` adds"},
 			&cli.StringFlag{Name: "config", Usage: "the workspace's configuration `FILE` (default: DIR/" + policy.FileName + ")"},
-			&cli.BoolFlag{Name: "json", Usage: "print JSON: {\"builtin\": [{\"rule\", \"tool\", \"reason\"}...], \"workspace\": [...]}"},
+			&cli.BoolFlag{Name: "json", Usage: "print JSON: {\"builtin\": [{\"rule\", \"tool\", \"reason\"}...], and with --workspace \"workspace\": [...]}"},
 		},
 		Action: func(_ context.Context, cmd *cli.Command) error {
 			if cmd.NArg() > 0 {
