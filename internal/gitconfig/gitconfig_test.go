@@ -155,3 +155,27 @@ func TestLoad(t *testing.T) {
 		t.Errorf("bad file: %v", err)
 	}
 }
+
+// FuzzParse: any input is parsed or refused with ErrSyntax, never a
+// panic; settings come in line order, with lower-case names.
+func FuzzParse(f *testing.F) {
+	for _, s := range []string{"[core]\n\thooksPath = .husky\n", "[a \"b\\\"c\"] k = \"v;\" # x\\\n", "k\n[x.Y]\nk=1\\\n2\n"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, in string) {
+		es, err := Parse(strings.NewReader(in))
+		if err != nil {
+			if !errors.Is(err, ErrSyntax) {
+				t.Fatalf("Parse(%q): %v, not ErrSyntax", in, err)
+			}
+			return
+		}
+		line := 1
+		for _, e := range es {
+			if e.Line < line || e.Section != strings.ToLower(e.Section) || e.Key != strings.ToLower(e.Key) || e.Key == "" {
+				t.Fatalf("Parse(%q): entry %+v after line %d", in, e, line)
+			}
+			line = e.Line
+		}
+	})
+}
