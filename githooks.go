@@ -77,7 +77,7 @@ func (g *GitHooks) Globs() []string {
 }
 
 // FindGitHooks reads, at launch, the git configuration that applies to
-// the workspace ws (absolute, symlinks resolved) with git's precedence:
+// the workspace ws (a directory) with git's precedence:
 // the system's /etc/gitconfig, the global $XDG_CONFIG_HOME/git/config (or
 // ~/.config/git/config) and ~/.gitconfig of $HOME, the repository's config
 // and its config.worktree, each with its includes. The repository is the
@@ -93,6 +93,10 @@ func (g *GitHooks) Globs() []string {
 // may set differently; core.worktree. A config file git would refuse
 // (bad syntax, larger than gitconfig.MaxSize) is an error.
 func FindGitHooks(ws string) (*GitHooks, error) {
+	ws, err := resolveDir("workspace", ws)
+	if err != nil {
+		return nil, err
+	}
 	return findGitHooks(ws, os.Getenv)
 }
 

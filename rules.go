@@ -12,11 +12,10 @@ import (
 // file is ""), then the hooks directories and config files FindGitHooks
 // finds with this process's environment, as a launch would.
 func WorkspaceRules(ws, file string) ([]policy.RuleRow, error) {
-	ws, err := resolveDir("workspace", ws)
-	if err != nil {
+	var rows []policy.RuleRow
+	if _, err := resolveDir("workspace", ws); err != nil {
 		return nil, err
 	}
-	var rows []policy.RuleRow
 	c, err := LoadConfig(ws, file)
 	if err != nil {
 		return nil, err

@@ -120,7 +120,8 @@ echo edited >> README.md`
 // TestGlobalHooksPathProtected: a core.hooksPath set in the launching
 // user's global config ($HOME/.gitconfig) and naming a directory of the
 // workspace is read at launch: the agent's hook there is a violation,
-// reverted, and is in the launch record's policy.
+// reverted, and the directory is in the launch record's policy; --allow
+// lets a hook there through.
 func TestGlobalHooksPathProtected(t *testing.T) {
 	e := newEnv(t)
 	home := filepath.Join(e.dir, "home")
@@ -152,6 +153,13 @@ func TestGlobalHooksPathProtected(t *testing.T) {
 	operatorGit(t, e.ws, home, "commit", "-q", "--allow-empty", "-m", "review")
 	if _, err := os.Stat(mark); err == nil {
 		t.Errorf("the operator's git commit ran the agent's hook")
+	}
+	// --allow for the hooks directory lets a hook through, unwarned.
+	args = []string{"run", "--workspace", e.ws, "--key", e.key, "--out", filepath.Join(e.dir, "run2"), "--state-dir", e.state,
+		"--allow", "tools/hooks/**", "--", "/bin/sh", "-ec", "mkdir tools/hooks; echo true > tools/hooks/pre-push"}
+	code, stdout, stderr = e.cliEnv([]string{"HOME=" + home, "XDG_CONFIG_HOME="}, args...)
+	if _, err := os.Stat(filepath.Join(e.ws, "tools/hooks/pre-push")); code != 0 || err != nil || strings.Contains(stderr, "protected") {
+		t.Errorf("run2 with --allow tools/hooks/**: exit %d, %v:\n%s%s", code, err, stdout, stderr)
 	}
 }
 

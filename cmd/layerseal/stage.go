@@ -38,6 +38,10 @@ func runPolicy(cmd *cli.Command, base attest.Policy) (attest.Policy, error) {
 	if c != nil {
 		rules.Protected = append(rules.Protected, c.Protected...)
 	}
+	if g, err := layerseal.FindGitHooks(cmd.String("workspace")); err == nil { // an error stops the launch
+		hooks, _ := policy.CompileAll(g.Globs())
+		rules.Protected = append(rules.Protected, hooks...)
+	}
 	for _, g := range rules.UnusedAllows() {
 		fmt.Fprintf(os.Stderr, "layerseal: warning: --allow %q matches no protected path: it grants nothing\n", g.String())
 	}
