@@ -119,7 +119,7 @@ func findGitHooks(ws string, getenv func(string) string) (*GitHooks, error) {
 	}
 	settings, files, err := gitconfig.Load(sources, home)
 	if err != nil {
-		return nil, fmt.Errorf("git configuration: %w", err)
+		return nil, fmt.Errorf("reading git's configuration for core.hooksPath: %w", err)
 	}
 	g := &GitHooks{}
 	builtin, err := policy.CompileAll(policy.BuiltinGlobs())
