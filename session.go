@@ -257,6 +257,10 @@ func prepare(cfg RunConfig) (*session, error) {
 	}
 	s.cfg = cfg
 	s.cfg.Policy = fillPolicy(cfg.Policy)
+	if s.cfg.Policy.Protect, err = protectGitHooks(s.ws, s.cfg.Policy.Protect); err != nil {
+		s.wsDir.Close()
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -276,7 +280,7 @@ func fillPolicy(p attest.Policy) attest.Policy {
 	// The built-in protected paths hold whether or not they exist: an
 	// agent must not write the next session's policy, nor what git or an
 	// editor runs when the operator reviews its work.
-	for _, b := range policy.Builtin {
+	for _, b := range policy.BuiltinGlobs() {
 		if !slices.Contains(p.Protect, attest.Path(b)) {
 			p.Protect = append(slices.Clip(p.Protect), attest.Path(b))
 		}

@@ -1,6 +1,11 @@
 package policy
 
 import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -116,7 +121,7 @@ func TestRules(t *testing.T) {
 func TestUnusedAllows(t *testing.T) {
 	// With the built-in globs, as every session has them: those of nested
 	// repositories overlap src/** but do not count.
-	r := rules(t, nil, append([]string{".env", "deploy/**", ".github/*/ci.yml"}, Builtin...), []string{"deploy/prod.yml", "src/**", ".env", "**/ci.yml", "docs/*.md"})
+	r := rules(t, nil, append([]string{".env", "deploy/**", ".github/*/ci.yml"}, BuiltinGlobs()...), []string{"deploy/prod.yml", "src/**", ".env", "**/ci.yml", "docs/*.md"})
 	var got []string
 	for _, g := range r.UnusedAllows() {
 		got = append(got, g.String())
@@ -210,20 +215,29 @@ func TestParseUserForms(t *testing.T) {
 // repository beneath, and that only the anchored ones keep an exclusion
 // from summarizing them.
 func TestBuiltin(t *testing.T) {
-	gs, err := CompileAll(Builtin)
+	gs, err := CompileAll(BuiltinGlobs())
 	if err != nil {
 		t.Fatal(err)
 	}
 	r := Rules{Protected: gs}
 	for _, p := range []attest.Path{"layerseal.yaml", ".git/config", ".git/hooks/pre-commit", ".git/commondir",
 		".git/info/exclude", ".git/modules/sub/config", ".gitmodules", ".vscode/settings.json", ".idea/workspace.xml",
-		"sub/.git/config", "a/b/.git/hooks/post-checkout", "sub/.git/commondir"} {
+		"sub/.git/config", "a/b/.git/hooks/post-checkout", "sub/.git/commondir",
+		".git/rebase-merge/git-rebase-todo", ".git/rebase-apply/patch", ".git/sequencer/todo", ".git/config.worktree",
+		".husky/pre-commit", ".husky/_/h", ".githooks/pre-push", ".pre-commit-config.yaml", "lefthook.yml",
+		".lefthook.toml", "lefthook-local.yml", ".config/lefthook.yaml", ".lefthook/pre-commit/x.sh", "hk.pkl",
+		".claude/settings.json", ".claude/settings.local.json", ".mcp.json", ".cursor/mcp.json", ".gemini/settings.json",
+		".codex/config.toml", ".kiro/hooks/a.kiro.hook", ".zed/settings.json", ".helix/languages.toml", ".nvim.lua",
+		".exrc", ".envrc", "mise.toml", "mise.local.toml", ".mise.toml", ".devcontainer/devcontainer.json",
+		".devcontainer.json"} {
 		if r.Violation(p) == "" {
 			t.Errorf("%s is not protected", p)
 		}
 	}
 	for _, p := range []attest.Path{".git/HEAD", ".git/index", ".git/objects/ab/cdef", ".git/refs/heads/main",
-		"src/main.go", "config", "sub/.git/HEAD", ".github/workflows/ci.yml"} {
+		"src/main.go", "config", "sub/.git/HEAD", ".github/workflows/ci.yml",
+		// Instructions only: prompt text, shown by diff.
+		"CLAUDE.md", "AGENTS.md", ".cursorrules", "src/.claude", "sub/.envrc", "lefthook", ".git/MERGE_MSG"} {
 		if rule := r.Violation(p); rule != "" {
 			t.Errorf("%s is protected by %q", p, rule)
 		}
@@ -253,6 +267,70 @@ func TestBuiltin(t *testing.T) {
 		if got := r.Excluded(p); got != want {
 			t.Errorf("Excluded(%s) = %t, want %t", p, got, want)
 		}
+	}
+}
+
+// TestBuiltinTable: every row of the table is a glob that compiles or a
+// named rule, with a tool and a reason, none twice; the copy returned is
+// the caller's.
+func TestBuiltinTable(t *testing.T) {
+	seen := map[string]bool{}
+	named := 0
+	for _, r := range Builtin() {
+		if r.Tool == "" || r.Reason == "" || strings.Contains(r.Reason, "\n") {
+			t.Errorf("row %q: tool %q, reason %q", r.Rule, r.Tool, r.Reason)
+		}
+		if seen[r.Rule] {
+			t.Errorf("row %q twice", r.Rule)
+		}
+		seen[r.Rule] = true
+		if r.Named() {
+			named++
+			if !strings.HasSuffix(r.Rule, ")") {
+				t.Errorf("named rule %q", r.Rule)
+			}
+		} else if _, err := Compile(r.Rule); err != nil {
+			t.Errorf("row %q: %v", r.Rule, err)
+		}
+	}
+	// Every named rule the package declares has its row: a const whose
+	// value is in parentheses, found in the package's own sources.
+	fset := token.NewFileSet()
+	pkgs, err := parser.ParseDir(fset, ".", func(fi fs.FileInfo) bool { return !strings.HasSuffix(fi.Name(), "_test.go") }, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	consts := 0
+	for _, f := range pkgs["policy"].Files {
+		ast.Inspect(f, func(n ast.Node) bool {
+			v, ok := n.(*ast.ValueSpec)
+			if !ok || len(v.Values) != 1 || !strings.HasPrefix(v.Names[0].Name, "Rule") {
+				return true
+			}
+			lit, ok := v.Values[0].(*ast.BasicLit)
+			if !ok || lit.Kind != token.STRING {
+				return true
+			}
+			name, _ := strconv.Unquote(lit.Value)
+			if strings.HasPrefix(name, "(") {
+				consts++
+				if !seen[name] {
+					t.Errorf("named rule %s = %q has no row in the table", v.Names[0].Name, name)
+				}
+			}
+			return true
+		})
+	}
+	if consts != named {
+		t.Errorf("%d named rules declared, %d rows", consts, named)
+	}
+	if g := BuiltinGlobs(); len(g)+named != len(Builtin()) || g[0] != FileName {
+		t.Errorf("BuiltinGlobs() = %q", g)
+	}
+	b := Builtin()
+	b[0].Rule = "x"
+	if Builtin()[0].Rule != FileName {
+		t.Error("Builtin() returns the table itself")
 	}
 }
 

@@ -1,36 +1,10 @@
 package policy
 
 import (
-	"slices"
 	"strings"
 
 	"github.com/layerseal/layerseal/attest"
 )
-
-// Builtin are the globs every session protects, beside those of the
-// configuration: the files that run or hide something when the operator
-// reviews the change set (runs git in the workspace, or opens it in an
-// editor), as opposed to what runs when the operator builds or runs what
-// the agent wrote, which the change set shows. An --allow lifts one for a
-// run.
-var Builtin = []string{
-	FileName,            // the next session's policy
-	".git/config",       // core.fsmonitor, core.pager, aliases, filters, helpers: commands git runs
-	".git/commondir",    // points git at another repository's config and hooks
-	".git/hooks/**",     // scripts git runs on commit, checkout, merge and push
-	".git/info/**",      // exclude and attributes: what git status hides, how git diff shows it
-	".git/modules/**",   // the submodules' repositories, each with its config and hooks
-	".git/worktrees/**", // linked worktrees' pointers and config
-	".gitmodules",       // where submodules come from
-	".vscode/**",        // editor settings and tasks that name programs to run
-	".idea/**",          // the same for JetBrains IDEs
-	// A repository anywhere beneath, such as a submodule whose .git the
-	// agent made a directory: git status runs git in each submodule.
-	gitLink,
-	"**/.git/config",
-	"**/.git/commondir",
-	"**/.git/hooks/**",
-}
 
 // gitLink is the Builtin glob of a repository's .git. Git follows a .git
 // file ("gitdir: PATH"), as worktrees and submodules have, or a symlink, to
@@ -45,7 +19,7 @@ const gitLink = "**/.git"
 // exclusions off (every subtree could hold a repository): an excluded
 // subtree is counted, not itemized, and one of them in it is not checked.
 func nestedBuiltin(g *Glob) bool {
-	return strings.HasPrefix(g.text, "**/") && slices.Contains(Builtin, g.text)
+	return strings.HasPrefix(g.text, "**/") && builtinGlob(g.text)
 }
 
 // Rules decides, path by path, what a session's policy says: which paths

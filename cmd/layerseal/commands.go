@@ -73,7 +73,7 @@ func runCommand() *cli.Command {
 			&cli.DurationFlag{Name: "time-budget", Usage: "time budget of the final walk", DefaultText: "none"},
 			&cli.DurationFlag{Name: "checkpoint-every", Usage: "take a signed checkpoint every `INTERVAL`, such as 30s (also on SIGUSR1 and on 'layerseal checkpoint OUT')", DefaultText: "none"},
 			&cli.StringFlag{Name: "config", Usage: "policy `FILE` (default: layerseal.yaml in the workspace root, if any)"},
-			&cli.StringSliceFlag{Name: "allow", Usage: "allow changes to protected paths matching `GLOB`, the built-in ones too (.git/config, .git/hooks/**, a setuid file, ...; see README) (repeatable)"},
+			&cli.StringSliceFlag{Name: "allow", Usage: "allow changes to protected paths matching `GLOB`, the built-in ones too (.git/config, .husky/**, a setuid file, ...: `layerseal rules` lists them) (repeatable)"},
 			&cli.BoolFlag{Name: "stage", Usage: "keep the change set staged for review instead of applying it"},
 			&cli.StringFlag{Name: "network", Value: "host", Usage: "the agent's network: `none` (loopback only) or host"},
 			&cli.StringSliceFlag{Name: "rw", Usage: "let the agent write host `PATH` outside the workspace (repeatable; writes there are not attested)"},

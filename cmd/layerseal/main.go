@@ -81,6 +81,7 @@ func runCLI(ctx context.Context, args []string) int {
 			checkpointCommand(),
 			sessionsCommand(),
 			probeCommand(),
+			rulesCommand(),
 			logCommand(),
 			witnessCommand(),
 			removePrunedCommand(),

@@ -33,10 +33,14 @@ func runPolicy(cmd *cli.Command, base attest.Policy) (attest.Policy, error) {
 	if err != nil {
 		return base, usageErr("run: --allow: %v", err)
 	}
-	builtin, _ := policy.CompileAll(policy.Builtin) // protected by every session
+	builtin, _ := policy.CompileAll(policy.BuiltinGlobs()) // protected by every session
 	rules := policy.Rules{Allow: allow, Protected: builtin}
 	if c != nil {
 		rules.Protected = append(rules.Protected, c.Protected...)
+	}
+	if g, err := layerseal.FindGitHooks(cmd.String("workspace")); err == nil { // an error stops the launch
+		hooks, _ := policy.CompileAll(g.Globs())
+		rules.Protected = append(rules.Protected, hooks...)
 	}
 	for _, g := range rules.UnusedAllows() {
 		fmt.Fprintf(os.Stderr, "layerseal: warning: --allow %q matches no protected path: it grants nothing\n", g.String())
