@@ -44,6 +44,7 @@ type reader struct {
 	sums map[linkKey]linkSum
 
 	excluded []attest.Excluded // subtrees summarized for opt.Exclude
+	resolve  resolver          // the merged view, for symlinks in them
 
 	ahead *hashAhead // large files being hashed beside the walk, if any
 }
@@ -108,6 +109,7 @@ func (r *reader) root(u, l node) error {
 		return nil
 	}
 	r.stats.UpperEntries++
+	r.resolve = resolver{u: u, l: l, private: r.private, steps: maxResolveStepsRead}
 	if l != nil {
 		if r.lowerRoot, err = l.lstat(""); err != nil {
 			r.fault(attest.Root, "lower", err)
