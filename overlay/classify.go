@@ -96,7 +96,7 @@ func readLayers(u, l node, opt ReadOptions) (*Changes, error) {
 	}
 	slices.SortFunc(r.entries, func(a, b attest.Entry) int { return strings.Compare(string(a.Path), string(b.Path)) })
 	slices.SortFunc(r.excluded, func(a, b attest.Excluded) int { return strings.Compare(string(a.Path), string(b.Path)) })
-	return &Changes{Entries: r.entries, Incomplete: r.reasons, Excluded: r.excluded, Stats: r.stats}, nil
+	return &Changes{Entries: r.entries, Incomplete: r.reasons, Excluded: r.excluded, Stats: r.stats, outward: r.resolve.outward}, nil
 }
 
 func (r *reader) root(u, l node) error {

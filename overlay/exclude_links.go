@@ -2,6 +2,7 @@ package overlay
 
 import (
 	"errors"
+	"slices"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -28,6 +29,10 @@ type resolver struct {
 	u, l    node   // the layers' roots; l nil when there is no lower layer
 	private string // overlay's private xattr prefix ("trusted.overlay.")
 	steps   int    // lookups left for the whole read
+	// outward are the excluded subtrees a resolution looked outside of,
+	// or could not resolve: their summary depends on entries outside
+	// them (see ReadChanged).
+	outward []attest.Path
 }
 
 // mdir is a directory of the merged view: its upper and lower directories,
@@ -62,13 +67,17 @@ func (r *reader) leaves(root, p attest.Path, t string) bool {
 		return true
 	}
 	dir, _ := applySplit(p)
-	at, ok := r.resolve.resolve(dir, t)
+	at, ok, outside := r.resolve.resolve(dir, t, root)
+	if (outside || !ok) && !slices.Contains(r.resolve.outward, root) {
+		r.resolve.outward = append(r.resolve.outward, root)
+	}
 	return !ok || !attest.Within(at, root)
 }
 
 // resolve returns the path of the merged view that target t, relative to
-// directory dir, leads to, or false when that is not certain (see leaves).
-func (rs *resolver) resolve(dir attest.Path, t string) (attest.Path, bool) {
+// directory dir, leads to, or false when that is not certain (see leaves),
+// and whether it looked up a name outside the subtree at root on the way.
+func (rs *resolver) resolve(dir attest.Path, t string, root attest.Path) (at attest.Path, ok, outside bool) {
 	// The directories from the root to the one being resolved in.
 	stack := []mdir{{u: rs.u, l: rs.l}}
 	names := []string{}
@@ -81,57 +90,61 @@ func (rs *resolver) resolve(dir attest.Path, t string) (attest.Path, bool) {
 	if dir != attest.Root {
 		rest = strings.Split(string(dir), "/")
 	}
+	inDir := len(rest) // components of dir, walked first
 	rest = append(rest, strings.Split(t, "/")...)
 	links, steps := 0, 0
 	for len(rest) > 0 {
 		c := rest[0]
 		rest = rest[1:]
+		inDir--
 		if steps++; steps > maxResolveSteps {
-			return "", false
+			return "", false, outside
 		}
 		if rs.steps--; rs.steps < 0 {
-			return "", false
+			return "", false, outside
 		}
 		switch c {
 		case "", ".":
 			continue
 		case "..":
 			if len(names) == 0 {
-				return "", false // above the workspace root
+				return "", false, true // above the workspace root
 			}
 			stack[len(stack)-1].close()
 			stack, names = stack[:len(stack)-1], names[:len(names)-1]
 			continue
 		}
+		// Past dir, a name looked up outside the subtree.
+		outside = outside || inDir < 0 && !attest.Within(pathOf(names), root)
 		kind, next, target, err := rs.lookup(stack[len(stack)-1], c)
 		if err != nil {
-			return "", false
+			return "", false, outside
 		}
 		switch kind {
 		case 0: // missing
 			if len(rest) > 0 {
-				return "", false
+				return "", false, outside
 			}
 			// A dangling link: the name it would make.
-			return pathOf(append(names, c)), true
+			return pathOf(append(names, c)), true, outside
 		case unix.S_IFDIR:
 			stack, names = append(stack, next), append(names, c)
 			if len(stack) > maxResolveDepth {
-				return "", false
+				return "", false, outside
 			}
 		case unix.S_IFLNK:
 			if links++; links > maxLinksFollowed || strings.HasPrefix(target, "/") {
-				return "", false
+				return "", false, outside
 			}
 			rest = append(strings.Split(target, "/"), rest...)
 		default:
 			if len(rest) > 0 {
-				return "", false // a file used as a directory
+				return "", false, outside // a file used as a directory
 			}
 			names = append(names, c)
 		}
 	}
-	return pathOf(names), true
+	return pathOf(names), true, outside
 }
 
 func pathOf(names []string) attest.Path {

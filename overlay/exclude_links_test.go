@@ -171,10 +171,81 @@ func TestExcludedSymlinkUnsure(t *testing.T) {
 
 	// The read's work bound: once spent, every target is unsure.
 	rs := resolver{u: fx{"a/b/c": file("")}.build(t), steps: 3}
-	if at, ok := rs.resolve("a", "b/c"); !ok || at != "a/b/c" {
-		t.Errorf("within the bound: %q, %v", at, ok)
+	if at, ok, out := rs.resolve("a", "b/c", "a"); !ok || out || at != "a/b/c" {
+		t.Errorf("within the bound: %q, %v, outside %v", at, ok, out)
 	}
-	if _, ok := rs.resolve("a", "b/c"); ok {
+	if _, ok, _ := rs.resolve("a", "b/c", "a"); ok {
 		t.Error("the read's work bound spent, a target still resolved")
+	}
+}
+
+// TestReadChangedExcludedOutward: a symlink in a clean excluded subtree
+// whose target passes a link outside it is resolved again by ReadChanged
+// when that link changes, as a fresh Read would; a subtree whose links
+// stay inside it is still taken from the previous read.
+func TestReadChangedExcludedOutward(t *testing.T) {
+	base := t.TempDir()
+	upper, lower := filepath.Join(base, "upper"), filepath.Join(base, "lower")
+	layerDir(t, lower)
+	layerDir(t, upper,
+		"node_modules/out -> ../src",
+		"node_modules/y -> out/back/pkg", // back into node_modules, for now
+		"node_modules/pkg/",
+		"src/back -> ../node_modules",
+		"vendor/a/",
+		"vendor/l -> a",
+	)
+	var st unix.Stat_t
+	if err := unix.Lstat(lower, &st); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.UtimesNanoAt(unix.AT_FDCWD, upper, []unix.Timespec{st.Atim, st.Mtim}, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		t.Fatal(err)
+	}
+	opt := ReadOptions{Exclude: func(p attest.Path) bool { return p == "node_modules" || p == "vendor" }}
+	prev, err := Read(upper, lower, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	itemized := func(ch *Changes) []string {
+		var got []string
+		for _, e := range ch.Entries {
+			if attest.Within(e.Path, "node_modules") || attest.Within(e.Path, "vendor") {
+				got = append(got, string(e.Path))
+			}
+		}
+		return got
+	}
+	if got := itemized(prev); !slices.Equal(got, []string{"node_modules/out"}) {
+		t.Fatalf("first read itemized %q", got)
+	}
+	// src/back now leads to the workspace root: y leaves.
+	back := filepath.Join(upper, "src/back")
+	if err := os.Remove(back); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("..", back); err != nil {
+		t.Fatal(err)
+	}
+	dirty := func(p attest.Path) bool { return attest.Within(attest.Path("src/back"), p) }
+	ch, err := ReadChanged(upper, lower, prev, dirty, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fresh, err := Read(upper, lower, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"node_modules/out", "node_modules/y"}
+	if got := itemized(fresh); !slices.Equal(got, want) {
+		t.Errorf("fresh read itemized %q, want %q", got, want)
+	}
+	if got := itemized(ch); !slices.Equal(got, want) {
+		t.Errorf("ReadChanged itemized %q, want %q as a fresh read", got, want)
+	}
+	// vendor was taken from the previous read: only node_modules and src
+	// (with the root) were examined.
+	if ch.Stats.UpperEntries >= fresh.Stats.UpperEntries {
+		t.Errorf("ReadChanged examined %d upper entries, a fresh read %d: vendor was not reused", ch.Stats.UpperEntries, fresh.Stats.UpperEntries)
 	}
 }
