@@ -487,6 +487,11 @@ func readPEM(path, typ string, private bool) ([][]byte, error) {
 	if private && ofi.Mode().Perm()&0o077 != 0 {
 		return nil, fmt.Errorf("read key %q: private key is accessible by group or others (mode %04o); run chmod 600 %q", path, ofi.Mode().Perm(), path)
 	}
+	if private {
+		if err := checkKeyLinks(path, ofi); err != nil {
+			return nil, err
+		}
+	}
 	data, err := io.ReadAll(io.LimitReader(f, maxKeyFile+1))
 	if err != nil {
 		return nil, fmt.Errorf("read key %q: %w", path, err)
@@ -520,8 +525,9 @@ func readPEM(path, typ string, private bool) ([][]byte, error) {
 
 // LoadPrivateKey reads a private key file as GenerateKey writes it and
 // returns a Signer holding it. It refuses a file that is missing,
-// unreadable, not regular, accessible by group or others, of another PEM
-// type, or holding a key of another algorithm (named in the error).
+// unreadable, not regular, accessible by group or others, with more than
+// one name (ErrKeyLinked), of another PEM type, or holding a key of
+// another algorithm (named in the error).
 func LoadPrivateKey(path string) (*Signer, error) {
 	ders, err := readPEM(path, "PRIVATE KEY", true)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/creack/pty"
@@ -37,7 +38,8 @@ type terminal struct {
 	outDone      chan struct{}
 	inDone       chan struct{}
 	restoreOnce  sync.Once
-	owned        []*os.File // the supervisor's copies of op, in and out
+	escaped      atomic.Bool // the agent wrote an escape to the terminal
+	owned        []*os.File  // the supervisor's copies of op, in and out
 }
 
 // closeOwned closes the supervisor's copies of the operator's terminal.
@@ -173,7 +175,7 @@ func (t *terminal) relayOutput() {
 	t.outDone = make(chan struct{})
 	go func() {
 		defer close(t.outDone)
-		_, _ = io.Copy(t.out, t.master)
+		_, _ = io.Copy(escapeWatch{t.out, &t.escaped}, t.master)
 	}()
 }
 
@@ -245,7 +247,8 @@ func (t *terminal) restore() {
 
 // stop ends the relay: it waits up to drain for the agent's last output
 // (the master reads EOF once every slave is closed, when init has exited),
-// stops the input relay and restores the operator's terminal.
+// stops the input relay, discards what the operator's terminal holds for
+// reading (discardAnswers) and restores it.
 func (t *terminal) stop(drain time.Duration) {
 	if t.outDone != nil {
 		select {
@@ -260,6 +263,7 @@ func (t *terminal) stop(drain time.Duration) {
 		t.wakeR.Close()
 		t.wakeW.Close()
 	}
+	t.discardAnswers()
 	t.restore()
 	t.closeOwned()
 }

@@ -44,6 +44,7 @@ type reader struct {
 	sums map[linkKey]linkSum
 
 	excluded []attest.Excluded // subtrees summarized for opt.Exclude
+	resolve  resolver          // the merged view, for symlinks in them
 
 	ahead *hashAhead // large files being hashed beside the walk, if any
 
@@ -99,7 +100,7 @@ func readLayers(u, l node, opt ReadOptions) (*Changes, error) {
 	}
 	slices.SortFunc(r.entries, func(a, b attest.Entry) int { return strings.Compare(string(a.Path), string(b.Path)) })
 	slices.SortFunc(r.excluded, func(a, b attest.Excluded) int { return strings.Compare(string(a.Path), string(b.Path)) })
-	return &Changes{Entries: r.entries, Incomplete: r.reasons, Excluded: r.excluded, Stats: r.stats}, nil
+	return &Changes{Entries: r.entries, Incomplete: r.reasons, Excluded: r.excluded, Stats: r.stats, outward: r.resolve.outward}, nil
 }
 
 func (r *reader) root(u, l node) error {
@@ -112,6 +113,7 @@ func (r *reader) root(u, l node) error {
 		return nil
 	}
 	r.stats.UpperEntries++
+	r.resolve = resolver{u: u, l: l, private: r.private, steps: maxResolveStepsRead}
 	if l != nil {
 		if r.lowerRoot, err = l.lstat(""); err != nil {
 			r.fault(attest.Root, "lower", err)

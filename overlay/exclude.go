@@ -1,9 +1,6 @@
 package overlay
 
 import (
-	"path"
-	"strings"
-
 	"golang.org/x/sys/unix"
 
 	"github.com/layerseal/layerseal/attest"
@@ -149,18 +146,7 @@ func (r *reader) itemized(root, p attest.Path, name string, u node, st linux.Sta
 		}
 		t, err := n.readlink()
 		n.close()
-		return err != nil || leaves(root, p, t)
+		return err != nil || r.leaves(root, p, t)
 	}
 	return false
-}
-
-// leaves reports whether the symlink at p with target t points outside
-// the subtree at root (an absolute target always does).
-func leaves(root, p attest.Path, t string) bool {
-	if strings.HasPrefix(t, "/") {
-		return true
-	}
-	dir, _ := applySplit(p)
-	joined := path.Clean(string(dir) + "/" + t)
-	return !attest.Within(joined, string(root))
 }

@@ -148,6 +148,9 @@ type Changes struct {
 	// Excluded are the summarized subtrees with upper entries, by path.
 	Excluded []attest.Excluded
 	Stats    Stats
+	// outward are the excluded subtrees a symlink's resolution looked
+	// outside of (see leaves): ReadChanged examines them again.
+	outward []attest.Path
 }
 
 // Stats counts the work a read did.

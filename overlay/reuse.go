@@ -17,7 +17,9 @@ import (
 //
 // Every clean upper subtree — an upper entry p with dirty(p) false —
 // takes its entries, reasons and excluded summary from prev instead of
-// being examined; the rest is classified as Read does, each dirty
+// being examined (but for an excluded subtree holding a symlink whose
+// target was resolved through entries outside it, which is examined
+// again); the rest is classified as Read does, each dirty
 // directory's ancestors included, so the result equals a fresh Read of
 // the same layers. A clean subtree is re-examined all the same when its
 // context changed: its parent gained or lost a lower directory, or became
@@ -50,6 +52,13 @@ type reuse struct {
 }
 
 func newReuse(prev *Changes, dirty func(attest.Path) bool) *reuse {
+	if out := prev.outward; len(out) > 0 {
+		// Their symlinks' targets depend on entries outside them.
+		clean := dirty
+		dirty = func(p attest.Path) bool {
+			return clean(p) || slices.ContainsFunc(out, func(x attest.Path) bool { return attest.Within(x, p) })
+		}
+	}
 	u := &reuse{dirty: dirty, entries: prev.Entries, excluded: prev.Excluded}
 	u.reasons = slices.Clone(prev.Incomplete)
 	slices.SortStableFunc(u.reasons, func(a, b attest.Reason) int { return strings.Compare(string(a.Path), string(b.Path)) })

@@ -5,10 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/user"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/go-json-experiment/json"
@@ -377,42 +375,6 @@ func readProcess(path, network string) (specs.Process, error) {
 		p.NoNewPrivileges = true
 	}
 	return p, nil
-}
-
-// lookupUser resolves USER[:GROUP], names or numbers; a user's primary
-// group is the default.
-func lookupUser(s string) (uid, gid uint32, err error) {
-	name, group, hasGroup := strings.Cut(s, ":")
-	num := func(v string) (uint32, bool) {
-		n, err := strconv.ParseUint(v, 10, 32)
-		return uint32(n), err == nil
-	}
-	if n, ok := num(name); ok {
-		uid, gid = n, n
-		if u, err := user.LookupId(name); err == nil {
-			g, _ := num(u.Gid)
-			gid = g
-		}
-	} else {
-		u, err := user.Lookup(name)
-		if err != nil {
-			return 0, 0, fmt.Errorf("--user %q: no such user", s)
-		}
-		uid, _ = num(u.Uid)
-		gid, _ = num(u.Gid)
-	}
-	if hasGroup {
-		if n, ok := num(group); ok {
-			gid = n
-		} else {
-			g, err := user.LookupGroup(group)
-			if err != nil {
-				return 0, 0, fmt.Errorf("--user %q: no such group %q", s, group)
-			}
-			gid, _ = num(g.Gid)
-		}
-	}
-	return uid, gid, nil
 }
 
 func probeCommand() *cli.Command {

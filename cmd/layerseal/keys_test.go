@@ -111,3 +111,30 @@ func TestRunEachAlgorithm(t *testing.T) {
 		})
 	}
 }
+
+// TestKeyLinkedRefused: run refuses a signing key with a second name (a
+// hard link, which masking --key does not hide from the agent), before
+// the agent starts, and says what to do; with the other name removed, the
+// key signs.
+func TestKeyLinkedRefused(t *testing.T) {
+	e := newEnv(t)
+	write(t, e.ws, map[string]string{"README": "hi\n"})
+	other := filepath.Join(e.ws, "copy-of-key")
+	if err := os.Link(e.key, other); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(e.dir, "out")
+	code, log := e.run(out, "cat copy-of-key > stolen")
+	if code != exitSetup || !strings.Contains(log, "2 names (hard links)") || !strings.Contains(log, "remove the other links") {
+		t.Fatalf("run with a key of 2 names: exit %d\n%s", code, log)
+	}
+	if _, err := os.Stat(filepath.Join(out, "statement.json")); !os.IsNotExist(err) {
+		t.Errorf("a refused key left a statement: %v", err)
+	}
+	if err := os.Remove(other); err != nil {
+		t.Fatal(err)
+	}
+	if code, log := e.run(out, "echo ok > notes"); code != 0 {
+		t.Fatalf("run with the key's one name: exit %d\n%s", code, log)
+	}
+}
