@@ -4,7 +4,10 @@ import (
 	"fmt"
 	"path"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/layerseal/layerseal/attest"
+	"github.com/layerseal/layerseal/internal/linux"
 	"github.com/layerseal/layerseal/review"
 )
 
@@ -52,4 +55,16 @@ func (r *Review) AttributeNotes() ([]AttributeNote, error) {
 		}
 	}
 	return out, nil
+}
+
+// attributeNotes is Review.AttributeNotes of the session's swept
+// statement st, read from its upper layer before anything is applied.
+func (s *session) attributeNotes(st *attest.Statement) ([]AttributeNote, error) {
+	upper, err := linux.Openat(unix.AT_FDCWD, s.dir.upper(), unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("its upper layer: %w", unwrapPath(err))
+	}
+	defer linux.Close(upper)
+	r := &Review{st: st, entries: st.AppliedEntries(), ws: s.wsDir, upper: upper}
+	return r.AttributeNotes()
 }

@@ -80,6 +80,11 @@ type RunResult struct {
 	Statement *attest.Statement
 	Applied   bool   // the change set is now in the workspace
 	Kept      string // the session's state dir, when it was kept
+	// AttributeNotes name the lines of .gitattributes files in the swept
+	// change set that hide changes from git diff (Review.AttributeNotes),
+	// read before the change set was applied: once it is, show and diff
+	// have no upper layer to read them from.
+	AttributeNotes []AttributeNote
 }
 
 // SetupError is returned when the session failed before the agent started:
@@ -623,6 +628,9 @@ func (s *session) finish(id string, res nsrun.Result, lostEnd bool) (*RunResult,
 	excluded, err := sweep(s.reader, st)
 	if err != nil {
 		return out, fmt.Errorf("sweep protected paths: %w; the change set is kept in %s", err, s.dir)
+	}
+	if out.AttributeNotes, err = s.attributeNotes(st); err != nil {
+		return out, fmt.Errorf("read the change set's .gitattributes: %w; the change set is kept in %s", err, s.dir)
 	}
 	if c := conflicts(s.wsDir, statementPaths(st), time.Unix(0, s.rec.Launched)); len(c) > 0 {
 		st.Incomplete = sortReasons(append(st.Incomplete, conflictReasons(c)...))

@@ -129,6 +129,7 @@ func runCommand() *cli.Command {
 				fmt.Fprintf(os.Stderr, "layerseal: incomplete: %s\n", reasonText(r))
 			}
 			reportPolicy(st)
+			writeAttributeNotes(os.Stderr, "layerseal: ", res.AttributeNotes)
 			if n := layerseal.GitChanges(st); n > 0 {
 				fmt.Fprintf(os.Stderr, "layerseal: warning: %s\n", strings.Replace(gitWarning(n), "OUT", cmd.String("out"), 1))
 			}

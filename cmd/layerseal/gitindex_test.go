@@ -130,4 +130,11 @@ g status --porcelain`)
 	if got := gitIn(t, e.ws, "log", "--format=%s", "feature"); got != "more\nedits\none\n" {
 		t.Errorf("ordinary run not applied: git log %q", got)
 	}
+
+	// A run applied at once names the line too: once applied, show and
+	// diff have no upper layer to read it from.
+	code, log = e.run(filepath.Join(e.dir, "applied"), `echo '*.txt binary' >> .gitattributes; echo x >> b.txt`)
+	if want := `layerseal: note: .gitattributes: "*.txt binary" marks matching files binary`; code != 0 || !strings.Contains(log, want) || strings.Contains(log, "staged") {
+		t.Errorf("applied run: exit %d, not applied or no %q:\n%s", code, want, log)
+	}
 }

@@ -14,10 +14,12 @@ import (
 // action, the excluded subtrees with counts, the change set to apply and
 // where the session stands (info, when the state dir was reachable), a
 // call-out of .git changed in a run with violations, and the reasons.
-func writeReport(w io.Writer, prefix string, st *attest.Statement, info *layerseal.SessionInfo) {
+// Violations beneath one reverted with its subtree are counted on its
+// line unless all is set.
+func writeReport(w io.Writer, prefix string, st *attest.Statement, info *layerseal.SessionInfo, all bool) {
 	fmt.Fprintf(w, "%sexit: %s\n", prefix, st.Exit)
-	for _, v := range st.Violations {
-		fmt.Fprintf(w, "%sviolation: %s (rule %q): %s\n", prefix, v.Path, v.Rule, v.Action)
+	for _, v := range foldViolations(st.Violations, all) {
+		fmt.Fprintf(w, "%sviolation: %s (rule %q): %s%s\n", prefix, v.Path, v.Rule, v.Action, v.beneathText())
 	}
 	for _, x := range st.Excluded {
 		fmt.Fprintf(w, "%sexcluded: %s: %d entries, %d bytes\n", prefix, x.Path, x.Entries, x.Bytes)
@@ -37,6 +39,36 @@ func writeReport(w io.Writer, prefix string, st *attest.Statement, info *layerse
 	for _, r := range st.Incomplete {
 		fmt.Fprintf(w, "%sincomplete: %s\n", prefix, reasonText(r))
 	}
+}
+
+// foldedViolation is a violation and the number of violations beneath
+// its path, with the same action, that it stands for.
+type foldedViolation struct {
+	attest.Violation
+	beneath int
+}
+
+// foldViolations folds each violation beneath another's path with the
+// same action into that one's count (a directory the agent made, reverted
+// with everything in it, is one line), unless all is set. vs is sorted by
+// path, as a statement holds it.
+func foldViolations(vs []attest.Violation, all bool) []foldedViolation {
+	var out []foldedViolation
+	for _, v := range vs {
+		if n := len(out); !all && n > 0 && out[n-1].Action == v.Action && attest.Within(v.Path, out[n-1].Path) {
+			out[n-1].beneath++
+			continue
+		}
+		out = append(out, foldedViolation{Violation: v})
+	}
+	return out
+}
+
+func (v foldedViolation) beneathText() string {
+	if v.beneath == 0 {
+		return ""
+	}
+	return fmt.Sprintf(", and %d violation(s) beneath it (`layerseal show --all` lists them)", v.beneath)
 }
 
 // gitWarning calls out .git changed in a run that also changed protected

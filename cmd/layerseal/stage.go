@@ -43,7 +43,7 @@ func runPolicy(cmd *cli.Command, base attest.Policy) (attest.Policy, error) {
 		rules.Protected = append(rules.Protected, hooks...)
 	}
 	for _, g := range rules.UnusedAllows() {
-		fmt.Fprintf(os.Stderr, "layerseal: warning: --allow %q matches no protected path: it grants nothing\n", g.String())
+		fmt.Fprintf(os.Stderr, "layerseal: warning: --allow %q matches no protected path: it lifts only the named rules, such as (setuid file) or (grants write), where it matches (`layerseal rules` lists them)\n", g.String())
 	}
 	p := layerseal.PolicyFrom(c, allow, base)
 	if cmd.Bool("stage") {
@@ -54,8 +54,8 @@ func runPolicy(cmd *cli.Command, base attest.Policy) (attest.Policy, error) {
 
 // reportPolicy prints the sweep's violations and the excluded subtrees.
 func reportPolicy(st *attest.Statement) {
-	for _, v := range st.Violations {
-		fmt.Fprintf(os.Stderr, "layerseal: protected path %s changed (rule %q): %s\n", v.Path, v.Rule, v.Action)
+	for _, v := range foldViolations(st.Violations, false) {
+		fmt.Fprintf(os.Stderr, "layerseal: protected path %s changed (rule %q): %s%s\n", v.Path, v.Rule, v.Action, v.beneathText())
 	}
 	if len(st.Violations) > 0 {
 		// The first violation's glob, or for a built-in rule on what a

@@ -143,7 +143,7 @@ func printStatement(cmd *cli.Command, a *attest.Artifact) {
 	if !a.LaunchChecked {
 		fmt.Println("launch record not checked (use --launch)")
 	}
-	writeReport(os.Stdout, "", st, info)
+	writeReport(os.Stdout, "", st, info, true)
 }
 
 // printCheckpoint prints what verify found of a checkpoint and the chain
@@ -295,7 +295,7 @@ func showCommand() *cli.Command {
 			}
 			writeShort(os.Stdout, st, !pub.IsZero(), cmd.Bool("all"), useColor(cmd))
 			if a.Checkpoint == nil {
-				writeReport(os.Stdout, "# ", st, info)
+				writeReport(os.Stdout, "# ", st, info, cmd.Bool("all"))
 				writeAttributeNotes(os.Stdout, "# ", notes)
 			} else {
 				for _, r := range st.Incomplete {
