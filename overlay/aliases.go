@@ -22,20 +22,11 @@ import (
 // at most once, by descriptors only, never following a symlink or
 // leaving the layer's mount.
 func Aliases(upper, lower string, lowerDir *os.File, ps []attest.Path, lowerToo func(attest.Path) bool) (map[attest.Path][]attest.Path, error) {
-	u, err := openFSRoot(upper)
+	u, l, err := openLayers(upper, lower, lowerDir)
 	if err != nil {
 		return nil, err
 	}
 	defer u.close()
-	var l *fsNode
-	if lowerDir != nil {
-		l, err = openPinnedRoot(lowerDir)
-	} else {
-		l, err = openFSRoot(lower)
-	}
-	if err != nil {
-		return nil, err
-	}
 	defer l.close()
 	type want struct {
 		upper, lower [2]uint64

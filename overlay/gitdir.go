@@ -257,18 +257,8 @@ func OpenView(upper, lower string, lowerDir *os.File, xattrNS string) (*View, er
 	if xattrNS == "" {
 		xattrNS = DefaultXattrNS
 	}
-	u, err := openFSRoot(upper)
+	u, l, err := openLayers(upper, lower, lowerDir)
 	if err != nil {
-		return nil, err
-	}
-	var l *fsNode
-	if lowerDir != nil {
-		l, err = openPinnedRoot(lowerDir)
-	} else {
-		l, err = openFSRoot(lower)
-	}
-	if err != nil {
-		u.close()
 		return nil, err
 	}
 	return &View{u: u, l: l, private: xattrNS + ".overlay.", memo: map[attest.Path][2]bool{}}, nil

@@ -75,6 +75,24 @@ func openFSRoot(path string) (*fsNode, error) {
 	return fsRootOf(linux.Openat(unix.AT_FDCWD, path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW))
 }
 
+// openLayers opens the upper layer at upper and the lower one: lowerDir
+// when the caller pinned it, else the path lower. Both or neither.
+func openLayers(upper, lower string, lowerDir *os.File) (u, l *fsNode, err error) {
+	if u, err = openFSRoot(upper); err != nil {
+		return nil, nil, err
+	}
+	if lowerDir != nil {
+		l, err = openPinnedRoot(lowerDir)
+	} else {
+		l, err = openFSRoot(lower)
+	}
+	if err != nil {
+		u.close()
+		return nil, nil, err
+	}
+	return u, l, nil
+}
+
 // openPinnedRoot opens again, for reading, the directory a caller holds
 // open as dir (a descriptor opened and identified earlier): that inode and
 // no other, whatever its path now leads to.

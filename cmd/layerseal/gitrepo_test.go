@@ -85,7 +85,7 @@ echo changed > README.md`
 	for _, p := range []string{"src/HEAD", "src/config", "src/objects", "src/refs", "sub/.git",
 		"vendor/lib.git/hooks/pre-commit", "lib/.git/rebase-merge", "lib/.git/rebase-merge/git-rebase-todo",
 		"node_modules/evil/.git", "node_modules/bare/HEAD", "node_modules/bare/config", "node_modules/bare/objects"} {
-		if want := fmt.Sprintf("protected path %s changed (rule %q): reverted\n", p, policy.RuleGitRepository); !strings.Contains(log, want) {
+		if want := fmt.Sprintf("protected path %s changed (rule %q): reverted", p, policy.RuleGitRepository); !strings.Contains(log, want) {
 			t.Errorf("no %q in:\n%s", want, log)
 		}
 	}

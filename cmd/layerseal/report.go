@@ -18,7 +18,7 @@ import (
 // line unless all is set.
 func writeReport(w io.Writer, prefix string, st *attest.Statement, info *layerseal.SessionInfo, all bool) {
 	fmt.Fprintf(w, "%sexit: %s\n", prefix, st.Exit)
-	for _, v := range foldViolations(st.Violations, all) {
+	for _, v := range foldViolations(st, all) {
 		fmt.Fprintf(w, "%sviolation: %s (rule %q): %s%s\n", prefix, v.Path, v.Rule, v.Action, v.beneathText())
 	}
 	for _, x := range st.Excluded {
@@ -48,20 +48,46 @@ type foldedViolation struct {
 	beneath int
 }
 
-// foldViolations folds each violation beneath another's path with the
-// same action into that one's count (a directory the agent made, reverted
-// with everything in it, is one line), unless all is set. vs is sorted by
-// path, as a statement holds it.
-func foldViolations(vs []attest.Violation, all bool) []foldedViolation {
+// foldViolations folds the violations beneath a directory the agent
+// added, itself a violation with the same action, into that one's count:
+// a repository the agent made, reverted with everything in it, is one
+// line, not one per hook sample. A directory that only changed keeps
+// every line beneath it (its own line is often just its mtime), and so
+// does a directory with one violation beneath. all turns folding off.
+func foldViolations(st *attest.Statement, all bool) []foldedViolation {
+	if all {
+		out := make([]foldedViolation, len(st.Violations))
+		for i, v := range st.Violations {
+			out[i] = foldedViolation{Violation: v}
+		}
+		return out
+	}
+	added := map[attest.Path]bool{}
+	for _, e := range st.Entries {
+		if e.New != nil && e.New.Type == attest.Dir && (e.Old == nil || e.Old.Type != attest.Dir) {
+			added[e.Path] = true
+		}
+	}
 	var out []foldedViolation
-	for _, v := range vs {
-		if n := len(out); !all && n > 0 && out[n-1].Action == v.Action && attest.Within(v.Path, out[n-1].Path) {
-			out[n-1].beneath++
+	var folded [][]attest.Violation // per line of out, the violations folded into it
+	for _, v := range st.Violations {
+		if n := len(out); n > 0 && added[out[n-1].Path] && out[n-1].Action == v.Action && attest.Within(v.Path, out[n-1].Path) {
+			folded[n-1] = append(folded[n-1], v)
 			continue
 		}
 		out = append(out, foldedViolation{Violation: v})
+		folded = append(folded, nil)
 	}
-	return out
+	var lines []foldedViolation
+	for i, v := range out {
+		lines = append(lines, v)
+		if len(folded[i]) == 1 {
+			lines = append(lines, foldedViolation{Violation: folded[i][0]})
+		} else {
+			lines[len(lines)-1].beneath = len(folded[i])
+		}
+	}
+	return lines
 }
 
 func (v foldedViolation) beneathText() string {

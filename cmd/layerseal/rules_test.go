@@ -79,10 +79,18 @@ echo edited >> README.md`
 	}
 	for _, v := range [][2]string{{".husky/pre-commit", ".husky/**"}, {".claude/settings.json", ".claude/**"},
 		{".mcp.json", ".mcp.json"}, {".envrc", ".envrc"}, {".pre-commit-config.yaml", ".pre-commit-config.yaml"},
-		{".git/rebase-merge/git-rebase-todo", ".git/rebase-merge/**"}} {
+		{".git/rebase-merge", ".git/rebase-merge/**"}} {
 		if want := "protected path " + v[0] + " changed (rule \"" + v[1] + "\"): reverted"; !strings.Contains(log, want) {
 			t.Errorf("no %q in:\n%s", want, log)
 		}
+	}
+	// The stopped rebase is one line, the directory the agent made, with
+	// a count of what lies beneath; show --all lists the todo list too.
+	if !strings.Contains(log, "violation(s) beneath it (`layerseal show --all` lists them)") {
+		t.Errorf("the violations beneath .git/rebase-merge are not counted on its line:\n%s", log)
+	}
+	if all := e.mustCLI(0, "show", "--all", filepath.Join(out, "statement.json")); !strings.Contains(all, "violation: .git/rebase-merge/git-rebase-todo (rule \".git/rebase-merge/**\"): reverted\n") {
+		t.Errorf("show --all does not list the todo list's violation:\n%s", all)
 	}
 	e.mustCLI(0, "apply", "--state-dir", e.state, out)
 	after := e.manifest()

@@ -54,7 +54,7 @@ func runPolicy(cmd *cli.Command, base attest.Policy) (attest.Policy, error) {
 
 // reportPolicy prints the sweep's violations and the excluded subtrees.
 func reportPolicy(st *attest.Statement) {
-	for _, v := range foldViolations(st.Violations, false) {
+	for _, v := range foldViolations(st, false) {
 		fmt.Fprintf(os.Stderr, "layerseal: protected path %s changed (rule %q): %s%s\n", v.Path, v.Rule, v.Action, v.beneathText())
 	}
 	if len(st.Violations) > 0 {
