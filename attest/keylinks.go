@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"syscall"
 )
 
 // ErrKeyLinked is wrapped by LoadPrivateKey's error for a key file with
@@ -17,13 +16,13 @@ var ErrKeyLinked = errors.New("private key file has more than one name")
 // stat of the descriptor read, never of the path again), when it has more
 // than one name.
 func checkKeyLinks(path string, fi fs.FileInfo) error {
-	st, ok := fi.Sys().(*syscall.Stat_t)
+	n, ok := linkCount(fi)
 	if !ok {
-		return fmt.Errorf("read key %q: cannot count its names (no stat_t)", path)
+		return fmt.Errorf("read key %q: cannot count its names", path)
 	}
-	if n := uint64(st.Nlink); n > 1 {
-		return fmt.Errorf("read key %q: %w: it has %d names (hard links), and another name may lie where the agent can read it; copy the key to a new file (cp %q %q && mv %q %q) and remove the other links (find / -xdev -samefile %q)",
-			path, ErrKeyLinked, n, path, path+".new", path+".new", path, path)
+	if n > 1 {
+		return fmt.Errorf("read key %q: %w: it has %d names (hard links), and another may lie where the agent can read it; remove the other links (`find / -xdev -samefile %q` lists them), or give this key a file of its own (cp %q %q && mv %q %q)",
+			path, ErrKeyLinked, n, path, path, path+".new", path+".new", path)
 	}
 	return nil
 }

@@ -29,7 +29,7 @@ func rulesCommand() *cli.Command {
 		},
 		Action: func(_ context.Context, cmd *cli.Command) error {
 			if cmd.NArg() > 0 {
-				return usageErr("rules takes no arguments")
+				return usageErr("rules takes no arguments (for what a workspace adds: layerseal rules --workspace DIR)")
 			}
 			if cmd.String("config") != "" && cmd.String("workspace") == "" {
 				return usageErr("rules: --config needs --workspace")
