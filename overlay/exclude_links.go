@@ -49,9 +49,6 @@ func (d mdir) close() {
 	}
 }
 
-// errUnsure: a lookup could not be answered for certain.
-var errUnsure = errors.New("cannot be resolved for certain")
-
 // leaves reports whether the symlink at p with target t points outside
 // the subtree at root. The target is resolved as the kernel would in the
 // merged view the agent left, component by component, following the

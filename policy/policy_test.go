@@ -4,7 +4,7 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
-	"io/fs"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -296,12 +296,19 @@ func TestBuiltinTable(t *testing.T) {
 	// Every named rule the package declares has its row: a const whose
 	// value is in parentheses, found in the package's own sources.
 	fset := token.NewFileSet()
-	pkgs, err := parser.ParseDir(fset, ".", func(fi fs.FileInfo) bool { return !strings.HasSuffix(fi.Name(), "_test.go") }, 0)
+	sources, err := filepath.Glob("*.go")
 	if err != nil {
 		t.Fatal(err)
 	}
 	consts := 0
-	for _, f := range pkgs["policy"].Files {
+	for _, name := range sources {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
 		ast.Inspect(f, func(n ast.Node) bool {
 			v, ok := n.(*ast.ValueSpec)
 			if !ok || len(v.Values) != 1 || !strings.HasPrefix(v.Names[0].Name, "Rule") {
