@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"os"
 	"sync/atomic"
 	"time"
 
@@ -19,8 +20,9 @@ import (
 // supervisor first asks the terminal for its status (CSI 5 n) and discards
 // everything until that answer (CSI 0 n or CSI 3 n) arrives, or for at
 // most answerWait. Terminals answer in order, so every answer to the
-// agent's queries comes before it.
-const answerWait = time.Second
+// agent's queries comes before it. (A variable for tests, whose terminal
+// may be slow to answer on a loaded machine.)
+var answerWait = time.Second
 
 // statusQuery asks the terminal for its status; its answers end in 'n'
 // (statusOK, or "\x1b[3n" for a malfunction).
@@ -54,10 +56,21 @@ func (t *terminal) discardAnswers() {
 		return
 	}
 	fd := int(t.in.Fd())
-	if t.escaped.Load() {
+	if t.escaped.Load() && sameTerminal(t.in, t.out) {
 		awaitStatus(int(t.out.Fd()), fd, answerWait)
 	}
 	_ = tcflush(fd, unix.TCIFLUSH)
+}
+
+// sameTerminal reports whether a and b are one terminal: the query the
+// agent wrote to b is answered in a's input, and a status query written
+// to b lands in no file or pipe.
+func sameTerminal(a, b *os.File) bool {
+	if !isTerminal(a) || !isTerminal(b) {
+		return false
+	}
+	var sa, sb unix.Stat_t
+	return unix.Fstat(int(a.Fd()), &sa) == nil && unix.Fstat(int(b.Fd()), &sb) == nil && sa.Rdev == sb.Rdev
 }
 
 // awaitStatus writes statusQuery to out, where the agent's output went, and
