@@ -137,21 +137,7 @@ func writersOf(s *attest.State, strict bool) writers {
 	case !ok && strict:
 		add(&w.Entry, Everyone, 0)
 	case access != nil:
-		for _, e := range access {
-			if access.Effective(e)&posixacl.Write == 0 {
-				continue
-			}
-			switch e.Tag {
-			case posixacl.TagUser:
-				add(&w.Entry, User, e.ID)
-			case posixacl.TagGroupObj:
-				add(&w.Entry, Group, s.GID)
-			case posixacl.TagGroup:
-				add(&w.Entry, Group, e.ID)
-			case posixacl.TagOther:
-				add(&w.Entry, Everyone, 0)
-			}
-		}
+		w.Entry = append(w.Entry, aclWriters(access, &s.GID)...)
 	default:
 		if s.Mode&0o020 != 0 {
 			add(&w.Entry, Group, s.GID)
@@ -176,24 +162,38 @@ func writersOf(s *attest.State, strict bool) writers {
 	if !ok && strict {
 		add(&w.Within, Everyone, 0)
 	}
-	for _, e := range def {
-		if def.Effective(e)&posixacl.Write == 0 {
+	var group *uint32 // a new child's group: the directory's when setgid
+	if setgid {
+		group = &s.GID
+	}
+	w.Within = append(w.Within, aclWriters(def, group)...)
+	return w
+}
+
+// aclWriters returns whom a's entries let write, after the mask: named
+// users and groups, everyone for the other entry, and group for the
+// owning group's entry unless group is nil. The owner's entry adds no
+// one: the owner counts already.
+func aclWriters(a posixacl.ACL, group *uint32) []Principal {
+	var out []Principal
+	for _, e := range a {
+		if a.Effective(e)&posixacl.Write == 0 {
 			continue
 		}
 		switch e.Tag {
 		case posixacl.TagUser:
-			add(&w.Within, User, e.ID)
+			out = append(out, Principal{User, e.ID})
 		case posixacl.TagGroupObj:
-			if setgid {
-				add(&w.Within, Group, s.GID)
+			if group != nil {
+				out = append(out, Principal{Group, *group})
 			}
 		case posixacl.TagGroup:
-			add(&w.Within, Group, e.ID)
+			out = append(out, Principal{Group, e.ID})
 		case posixacl.TagOther:
-			add(&w.Within, Everyone, 0)
+			out = append(out, Principal{Everyone, 0})
 		}
 	}
-	return w
+	return out
 }
 
 // aclOf decodes s's ACL xattr name: nil, true when s has none; nil, false
