@@ -34,6 +34,24 @@ type GitHooks struct {
 	// or not (an include may name a file the agent could create), but
 	// those a built-in glob protects.
 	Files []ConfigFile
+	// Repository is the working tree root git finds from the workspace
+	// (the workspace or a directory above it holding a .git), "" when
+	// there is none.
+	Repository string
+
+	ws string // the workspace, resolved
+}
+
+// Enclosing returns the root of the repository the workspace lies inside
+// but is not the root of, "" otherwise. Git run by the agent stops at the
+// workspace, whose overlay is a filesystem boundary in its view, and says
+// it is not in a repository; the operator's git sees the applied change
+// set as usual.
+func (g *GitHooks) Enclosing() string {
+	if g.Repository == "" || g.Repository == g.ws {
+		return ""
+	}
+	return g.Repository
 }
 
 // A HooksPath is one core.hooksPath setting.
@@ -121,7 +139,7 @@ func findGitHooks(ws string, getenv func(string) string) (*GitHooks, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading git's configuration for core.hooksPath: %w", err)
 	}
-	g := &GitHooks{}
+	g := &GitHooks{Repository: top, ws: ws}
 	builtin, err := policy.CompileAll(policy.BuiltinGlobs())
 	if err != nil {
 		return nil, err

@@ -94,3 +94,27 @@ func TestFindGitHooks(t *testing.T) {
 		t.Errorf("bad config: %v", err)
 	}
 }
+
+// TestEnclosingRepository: a workspace below a repository's root is
+// named, so run can warn that git inside will not find it.
+func TestEnclosingRepository(t *testing.T) {
+	dir := t.TempDir()
+	repo := filepath.Join(dir, "repo")
+	sub := filepath.Join(repo, "pkg", "sub")
+	if err := os.MkdirAll(filepath.Join(repo, ".git"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	getenv := func(k string) string { return map[string]string{"HOME": filepath.Join(dir, "home")}[k] }
+	for ws, want := range map[string]string{repo: "", sub: repo, dir: ""} {
+		g, err := findGitHooks(ws, getenv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := g.Enclosing(); got != want {
+			t.Errorf("workspace %s: Enclosing() = %q, want %q", ws, got, want)
+		}
+	}
+}

@@ -252,7 +252,7 @@ func runConfig(cmd *cli.Command) (layerseal.RunConfig, error) {
 			if !strings.Contains(kv, "=") || strings.HasPrefix(kv, "=") {
 				return cfg, usageErr("run: --env %q: want NAME=VALUE", kv)
 			}
-			proc.Env = append(proc.Env, kv)
+			proc.Env = setEnv(proc.Env, kv)
 		}
 	}
 	if c := cmd.String("cwd"); c != "" {
@@ -430,4 +430,13 @@ func loadPrivateKey(path string) (*attest.Signer, error) {
 		return nil, exitWith(exitSetup, err)
 	}
 	return signer, nil
+}
+
+// setEnv returns env with kv (NAME=VALUE) last and no other entry of the
+// same NAME: the agent, and the launch record, hold one value of each
+// name, the one given last (a default PATH is replaced, not repeated).
+func setEnv(env []string, kv string) []string {
+	name, _, _ := strings.Cut(kv, "=")
+	out := slices.DeleteFunc(slices.Clone(env), func(e string) bool { return strings.HasPrefix(e, name+"=") })
+	return append(out, kv)
 }

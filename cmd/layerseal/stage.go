@@ -41,6 +41,9 @@ func runPolicy(cmd *cli.Command, base attest.Policy) (attest.Policy, error) {
 	if g, err := layerseal.FindGitHooks(cmd.String("workspace")); err == nil { // an error stops the launch
 		hooks, _ := policy.CompileAll(g.Globs())
 		rules.Protected = append(rules.Protected, hooks...)
+		if top := g.Enclosing(); top != "" {
+			fmt.Fprintf(os.Stderr, "layerseal: warning: the workspace lies inside the git repository at %s, not at its root: git run by the agent stops at the workspace (a filesystem boundary in its view) and says it is not a repository; git outside sees the applied changes as usual (to let the agent use git, give the repository's root as --workspace)\n", printable(top))
+		}
 	}
 	for _, g := range rules.UnusedAllows() {
 		fmt.Fprintf(os.Stderr, "layerseal: warning: --allow %q matches no protected path: it lifts only the named rules, such as (setuid file) or (grants write), where it matches (`layerseal rules` lists them)\n", g.String())
