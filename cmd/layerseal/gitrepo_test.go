@@ -52,13 +52,7 @@ func TestGitRepositoryRule(t *testing.T) {
 		t.Fatalf("the attack does not work with this git (%v): the test would mean nothing", err)
 	}
 
-	write(t, e.ws, map[string]string{
-		"README.md": "hello\n", "src/main.go": "package main\n", "layerseal.yaml": "exclude: [node_modules]\n",
-		"node_modules/dep/index.js": "1\n",
-	})
-	gitIn(t, e.ws, "init", "-q")
-	gitIn(t, e.ws, "add", "-A")
-	gitIn(t, e.ws, "commit", "-qm", "base")
+	baseRepository(t, e)
 	write(t, e.ws, map[string]string{"lib/a.txt": "a\n"})
 	gitIn(t, filepath.Join(e.ws, "lib"), "init", "-q")
 	gitIn(t, filepath.Join(e.ws, "lib"), "add", "-A")
@@ -132,13 +126,7 @@ func TestGitRepositoryOrdinary(t *testing.T) {
 		t.Fatalf("git is needed for this test: %v", err)
 	}
 	e := newEnv(t)
-	write(t, e.ws, map[string]string{
-		"README.md": "hello\n", "src/main.go": "package main\n", "layerseal.yaml": "exclude: [node_modules]\n",
-		"node_modules/dep/index.js": "1\n",
-	})
-	gitIn(t, e.ws, "init", "-q")
-	gitIn(t, e.ws, "add", "-A")
-	gitIn(t, e.ws, "commit", "-qm", "base")
+	baseRepository(t, e)
 	script := `export HOME=/tmp GIT_AUTHOR_NAME=a GIT_AUTHOR_EMAIL=a@a GIT_COMMITTER_NAME=a GIT_COMMITTER_EMAIL=a@a
 echo more >> README.md; git add README.md; git commit -qm more
 git checkout -qb feature
@@ -166,4 +154,17 @@ echo edited >> README.md`
 	if _, err := os.Lstat(filepath.Join(e.ws, "node_modules/c/lib/hooks/use.js")); err != nil {
 		t.Errorf("node_modules was not applied: %v", err)
 	}
+}
+
+// baseRepository makes e's workspace a repository of one commit: a
+// README, a Go file, and an npm-like tree its layerseal.yaml excludes.
+func baseRepository(t *testing.T, e *env) {
+	t.Helper()
+	write(t, e.ws, map[string]string{
+		"README.md": "hello\n", "src/main.go": "package main\n", "layerseal.yaml": "exclude: [node_modules]\n",
+		"node_modules/dep/index.js": "1\n",
+	})
+	gitIn(t, e.ws, "init", "-q")
+	gitIn(t, e.ws, "add", "-A")
+	gitIn(t, e.ws, "commit", "-qm", "base")
 }

@@ -389,14 +389,7 @@ echo changed > file.txt`
 		t.Errorf("a run with violations does not say it is staged:\n%s", stderr)
 	}
 	e.mustCLI(0, "apply", "--state-dir", e.state, out)
-	env, err := os.ReadFile(filepath.Join(out, "statement.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := attest.ReadStatement(env)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := statementAt(t, out)
 	got := map[string]string{}
 	for _, v := range st.Violations {
 		got[string(v.Path)] = v.Rule + " " + string(v.Action)
