@@ -22,8 +22,9 @@ const killWindow = 3 * time.Second
 // interrupts watches the supervisor's SIGINT, SIGTERM and SIGHUP for the
 // rest of a session once the agent started. nsrun passes each on to the
 // agent; a second SIGINT within killWindow of the one before kills the
-// agent's namespace, for an agent that ignores them. Any of them also
-// keeps the change set staged, and stops an apply at its next step.
+// agent's namespace, for an agent that ignores them. One that ends the
+// agent keeps the change set staged (see interruptEnded); one that comes
+// after the agent ended stops the apply at its next step.
 type interrupts struct {
 	ch     chan os.Signal
 	done   chan struct{}
@@ -31,6 +32,8 @@ type interrupts struct {
 	seen   os.Signal // the first one
 	last   time.Time // the last SIGINT
 	killed bool
+	ended  bool      // the agent is gone: what comes now is for the supervisor
+	late   os.Signal // the first one after the agent ended
 }
 
 func (s *session) watchInterrupts(kill func()) *interrupts {
@@ -45,22 +48,26 @@ func (s *session) watchInterrupts(kill func()) *interrupts {
 			if sig == unix.SIGINT {
 				in.last = now
 			}
-			first := in.seen == nil
-			if first {
+			if in.seen == nil {
 				in.seen = sig
+			}
+			if in.ended && in.late == nil {
+				in.late = sig
 			}
 			if again {
 				in.killed = true
 			}
 			in.mu.Unlock()
 			switch {
+			case in.ended:
+				s.log("%s: stopping at the next step", unix.SignalName(sig.(unix.Signal)))
 			case again:
 				s.log("second Ctrl-C: stopping the agent and everything it started")
 				kill()
 			case sig == unix.SIGINT:
-				s.log("Ctrl-C passed on to the agent; press it again within %v to stop the agent and everything it started; the change set will be staged, not applied", killWindow)
+				s.log("Ctrl-C passed on to the agent; press it again within %v to stop the agent and everything it started; if the agent ends by it, the change set will be staged, not applied", killWindow)
 			default:
-				s.log("%s passed on to the agent; the change set will be staged, not applied", unix.SignalName(sig.(unix.Signal)))
+				s.log("%s passed on to the agent; if the agent ends by it, the change set will be staged, not applied", unix.SignalName(sig.(unix.Signal)))
 			}
 		}
 	}()
@@ -78,9 +85,13 @@ func (in *interrupts) signal() (os.Signal, bool) {
 	return in.seen, in.killed
 }
 
-// stop is an ApplyOptions.Stop: it stops an apply once a signal came.
+// stop is an ApplyOptions.Stop: it stops an apply once a signal came
+// after the agent ended (one that ended the agent stages the run instead;
+// one the agent took and went on from is the agent's business).
 func (in *interrupts) stop() error {
-	if sig, _ := in.signal(); sig != nil {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.late != nil {
 		return ErrInterruptedBySignal
 	}
 	return nil
@@ -89,9 +100,11 @@ func (in *interrupts) stop() error {
 // fromTerminal records what the agent's pseudo-terminal saw: the operator's
 // Ctrl-C typed there reaches the agent as its terminal's SIGINT, never the
 // supervisor, and a second one killed the namespace.
+// It marks the agent's end: a signal from now on stops the apply.
 func (in *interrupts) fromTerminal(interrupted, killed bool) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
+	in.ended = true
 	if interrupted && in.seen == nil {
 		in.seen = unix.SIGINT
 	}

@@ -52,13 +52,21 @@ func (s *session) staging(st *attest.Statement) (why string, staged bool) {
 		return fmt.Sprintf("the workspace path %q no longer leads to the directory the session started on: nothing is applied; the change set is kept in %s (`layerseal diff %s` shows it, `layerseal discard %s` drops it)", s.ws, s.dir, s.out, s.out), true
 	case unexamined(st.Incomplete):
 		return fmt.Sprintf("parts of the upper layer were not examined (see the incomplete reasons): nothing is applied automatically; `layerseal apply %s` applies what was examined and keeps the rest in %s", s.out, s.dir.upper()), true
-	case st.Exit.Interrupt != "":
-		return fmt.Sprintf("the run was interrupted (%s): the change set is staged, not applied", st.Exit.Interrupt), true
+	case interruptEnded(st.Exit):
+		return fmt.Sprintf("the run was interrupted (%s) and the agent ended by it: the change set is staged, not applied", st.Exit.Interrupt), true
 	}
 	if why := holdBack(st); why != "" && s.cfg.Policy.Apply != policy.ApplyAlways {
 		return why + ": the change set is staged, not applied (`apply: always` in layerseal.yaml applies it anyway)", true
 	}
 	return "", false
+}
+
+// interruptEnded reports whether an interrupt came and the agent ended
+// with a signal or a non-zero status after it: the interrupt ended the run.
+// An agent that took the interrupt and went on to exit 0 (Ctrl-C to stop a
+// command in an interactive shell, then `exit`) ended as it chose to.
+func interruptEnded(e attest.Exit) bool {
+	return e.Interrupt != "" && (e.Signal != "" || e.Code != 0)
 }
 
 // emptyApplied is the journal file of st's session once its change set is
