@@ -65,8 +65,8 @@ type ApplyOptions struct {
 	// (each with the entries beneath it).
 	ForcePaths []attest.Path
 	// Skip are paths to leave out of the apply (each with the entries
-	// beneath it): the session is then partly applied, which its journal
-	// records and Sessions reports.
+	// beneath it): they stay staged, as the rest of a part chosen with
+	// Except does, for a later apply or discard.
 	Skip []attest.Path
 	// Progress, when set, is called before each step that changes the
 	// workspace or the session's journal (see overlay.ApplyOptions).
@@ -393,11 +393,12 @@ func (s *staged) apply(out string, opt ApplyOptions) error {
 			err = inChangeSet(entries, append(append([]attest.Path(nil), opt.Skip...), opt.ForcePaths...))
 		}
 		if err == nil {
-			entries, err = leaveOut(entries, opt.Skip)
-			skipped = opt.Skip
-		}
-		if err == nil {
 			entries = s.unsettled(entries)
+		}
+		if err == nil && len(opt.Skip) > 0 {
+			// What is skipped stays staged, as a part --except leaves.
+			entries, err = leaveOut(entries, opt.Skip)
+			skipped, part = opt.Skip, true
 		}
 		if err == nil && (len(opt.Only) > 0 || len(opt.Except) > 0) {
 			var rest []attest.Entry
@@ -711,6 +712,18 @@ func (s *Store) Discard(out string, force bool) error {
 	nj := journal{State: journalDiscarded}
 	if j != nil {
 		nj.Applied, nj.Discarded = j.Applied, j.Discarded
+	}
+	if j != nil && j.State == journalPartial {
+		// The rest of a partly applied session: what is still staged is
+		// discarded, and the session stays applied in part.
+		if sg, err := s.openStaged(out); err == nil {
+			for _, e := range sg.unsettled(sg.st.AppliedEntries()) {
+				nj.Discarded = append(nj.Discarded, e.Path)
+			}
+		}
+		if len(j.Applied) > 0 {
+			nj.State = journalApplied
+		}
 	}
 	if err := dir.saveJournal(nj, env); err != nil {
 		return err

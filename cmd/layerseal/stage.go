@@ -89,7 +89,7 @@ func applyCommand() *cli.Command {
 		Flags: []cli.Flag{
 			stateDirFlag(),
 			&cli.BoolFlag{Name: "force", Usage: "overwrite the named PATHs although they changed in the workspace since the launch (no PATH: every one, and violations the sweep could not revert)"},
-			&cli.BoolFlag{Name: "skip", Usage: "leave the named PATHs, and what lies beneath them, out of the apply"},
+			&cli.BoolFlag{Name: "skip", Usage: "leave the named PATHs, and what lies beneath them, out of the apply: they stay staged"},
 			&cli.StringSliceFlag{Name: "only", Usage: "apply only the changes this `GLOB` matches (and what lies beneath them; repeat for more); the rest stays staged"},
 			&cli.StringSliceFlag{Name: "except", Usage: "apply all but the changes this `GLOB` matches (and what lies beneath them; repeat for more); those stay staged"},
 			&cli.StringFlag{Name: "git-branch", Usage: "write the change set as one commit on the new git branch `NAME` (parent: HEAD at launch) instead of the workspace; the working tree, index and checked-out branch are left alone"},
@@ -158,7 +158,8 @@ func applyCommand() *cli.Command {
 				msg = "layerseal: applied the chosen part; " + sessionText(sessionOf(cmd.String("state-dir"), st))
 			}
 			if len(opt.Skip) > 0 {
-				msg = fmt.Sprintf("layerseal: partly applied: everything but %d skipped path(s) and what lies beneath them (kept in the state dir)", len(opt.Skip))
+				msg = fmt.Sprintf("layerseal: applied all but %d skipped path(s) and what lies beneath them, which stay staged; %s",
+					len(opt.Skip), sessionText(sessionOf(cmd.String("state-dir"), st)))
 			}
 			fmt.Fprintln(os.Stderr, msg)
 			removeLeftLayers(store, st.SessionID)
@@ -207,6 +208,10 @@ func discardCommand() *cli.Command {
 			}
 			if err := storeOf(cmd).Discard(cmd.Args().First(), cmd.Bool("force")); err != nil {
 				return exitWith(exitFailed, err)
+			}
+			if info, _ := storeOf(cmd).Session(cmd.Args().First()); info != nil && info.Applied > 0 {
+				fmt.Fprintf(os.Stderr, "layerseal: discarded what was still staged of %s; %s\n", cmd.Args().First(), sessionText(info))
+				return nil
 			}
 			fmt.Fprintf(os.Stderr, "layerseal: discarded the change set of %s\n", cmd.Args().First())
 			return nil

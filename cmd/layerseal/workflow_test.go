@@ -178,15 +178,24 @@ func TestConflictNotOverwritten(t *testing.T) {
 	if got := readString(t, filepath.Join(e.ws, "other.txt")); got != "agent\n" {
 		t.Errorf("other.txt after apply --skip: %q", got)
 	}
+	// The skipped path stays staged, for a later apply or discard.
 	id := e.sessionOf(out)
-	if s := e.sessions()[id]; s.State != "applied" || len(s.Skipped) != 1 || s.Skipped[0] != "README.md" {
-		t.Errorf("sessions after apply --skip: %+v", s)
+	if s := e.sessions()[id]; s.State != "staged" {
+		t.Errorf("sessions after apply --skip: %+v, want staged", s)
 	}
-	if list := e.mustCLI(0, "sessions", "--state-dir", e.state); !strings.Contains(list, "applied (partly)") {
-		t.Errorf("sessions does not say partly applied:\n%s", list)
+	if d := e.mustCLI(0, "diff", "--state-dir", e.state, out); !strings.Contains(d, "README.md") || strings.Contains(d, "other.txt") {
+		t.Errorf("diff after apply --skip README.md:\n%s", d)
 	}
-	if sh := e.mustCLI(0, "show", "--state-dir", e.state, filepath.Join(out, "statement.json")); !strings.Contains(sh, "partly applied: all but README.md") {
-		t.Errorf("show does not say partly applied:\n%s", sh)
+	if sh := e.mustCLI(0, "show", "--state-dir", e.state, filepath.Join(out, "statement.json")); !strings.Contains(sh, "1 still staged") {
+		t.Errorf("show does not say what is still staged:\n%s", sh)
+	}
+	e.mustCLI(1, "apply", "--state-dir", e.state, out) // still the conflict
+	e.mustCLI(0, "discard", "--state-dir", e.state, out)
+	if s := e.sessions()[id]; s.State != "applied" || s.Discarded != 1 {
+		t.Errorf("sessions after discarding the skipped path: %+v, want applied with 1 discarded", s)
+	}
+	if got := readString(t, filepath.Join(e.ws, "README.md")); got != "user edit\n" {
+		t.Errorf("README.md after discarding it: %q", got)
 	}
 }
 
@@ -241,10 +250,11 @@ func TestConflictWhileStaged(t *testing.T) {
 }
 
 type sessionJSON struct {
-	ID      string        `json:"id"`
-	State   string        `json:"state"`
-	Ended   string        `json:"ended"`
-	Skipped []attest.Path `json:"skipped"`
+	ID        string        `json:"id"`
+	State     string        `json:"state"`
+	Ended     string        `json:"ended"`
+	Skipped   []attest.Path `json:"skipped"`
+	Discarded int           `json:"discarded"`
 }
 
 func (e *env) sessions() map[string]sessionJSON {
