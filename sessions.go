@@ -33,8 +33,9 @@ type SessionInfo struct {
 	Started     time.Time `json:"started"`
 	Ended       time.Time `json:"ended,omitzero"`
 	Checkpoints int       `json:"checkpoints"`
-	// Changes is the statement's change count and ToApply the size of the
-	// change set after the sweep (both 0 without a statement).
+	// Changes is the statement's change count (while the session runs,
+	// its last checkpoint's) and ToApply the size of the change set after
+	// the sweep (both 0 without either).
 	Changes int `json:"changes"`
 	ToApply int `json:"to_apply"`
 	// Skipped are the paths an apply left out (a partly applied session).
@@ -108,9 +109,11 @@ func (s *Store) Session(ref string) (*SessionInfo, error) {
 func (s *Store) info(d sessionDir, r sessionRecord) SessionInfo {
 	info := SessionInfo{ID: r.ID, Workspace: r.Workspace, Out: r.Out, Started: r.Started}
 	cps, _ := os.ReadDir(filepath.Join(r.Out, CheckpointDir))
+	last := ""
 	for _, e := range cps {
 		if attest.LooksLikeCheckpoint(e.Name()) {
 			info.Checkpoints++
+			last = max(last, e.Name())
 		}
 	}
 	live := s.running(r.ID)
@@ -135,6 +138,12 @@ func (s *Store) info(d sessionDir, r sessionRecord) SessionInfo {
 	switch {
 	case live:
 		info.State = StateRunning
+		// The changes so far are the last checkpoint's, when it verifies.
+		if env, err := os.ReadFile(filepath.Join(r.Out, CheckpointDir, last)); last != "" && err == nil {
+			if cp, err := attest.VerifyCheckpoint(env, r.PublicKey); err == nil && cp.SessionID == r.ID {
+				info.Changes = int(cp.Count)
+			}
+		}
 	case j != nil && j.State == journalApplied:
 		info.State, info.Skipped = StateApplied, j.Skipped
 		if len(j.Skipped) > 0 {

@@ -23,11 +23,12 @@ const (
 func CheckpointFile(seq uint64) string { return fmt.Sprintf("%06d.json", seq) }
 
 // LooksLikeCheckpoint reports whether a file name in CheckpointDir names
-// a checkpoint ([0-9]*.json) rather than something beside one, such as
-// its head (HeadFile).
+// a checkpoint (decimal digits, then ".json") rather than something beside
+// one, such as its head (HeadFile) or a log receipt
+// ("000001.log-receipt.json").
 func LooksLikeCheckpoint(name string) bool {
-	ok, _ := filepath.Match("[0-9]*.json", name)
-	return ok && !strings.HasSuffix(name, ".head.json")
+	digits, ok := strings.CutSuffix(name, ".json")
+	return ok && digits != "" && strings.Trim(digits, "0123456789") == ""
 }
 
 // MaxArtifactSize bounds what ReadArtifact reads of one file: more than

@@ -337,3 +337,17 @@ func TestDiffEntries(t *testing.T) {
 		t.Errorf("DiffEntries: states e %+v -> %+v, a %+v -> %+v", got[3].From, got[3].To, got[0].From, got[0].To)
 	}
 }
+
+// TestLooksLikeCheckpoint: only digits then ".json" name a checkpoint; the
+// files beside one (its head, a log receipt) do not.
+func TestLooksLikeCheckpoint(t *testing.T) {
+	for name, want := range map[string]bool{
+		"000001.json": true, "12.json": true,
+		"000001.head.json": false, "000001.log-receipt.json": false, ".json": false, "000001.json~": false,
+		"0001a.json": false, "000001.JSON": false, "head.json": false, "000001": false,
+	} {
+		if got := LooksLikeCheckpoint(name); got != want {
+			t.Errorf("LooksLikeCheckpoint(%q) = %v, want %v", name, got, want)
+		}
+	}
+}

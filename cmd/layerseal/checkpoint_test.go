@@ -68,12 +68,15 @@ while [ ! -e SYNC/go2 ]; do sleep 0.05; done`, "SYNC", sync)
 	}
 	code, stdout, _ = e.cli("sessions", "--state-dir", e.state, "--json")
 	var sessions []struct {
-		State string `json:"state"`
-		Out   string `json:"out"`
+		State   string `json:"state"`
+		Out     string `json:"out"`
+		Changes int    `json:"changes"`
 	}
+	// A running session's changes are its last checkpoint's: a.txt and
+	// the workspace root it was made in.
 	if err := json.Unmarshal([]byte(stdout), &sessions, json.RejectUnknownMembers(false)); err != nil || code != 0 ||
-		len(sessions) != 1 || sessions[0].State != "running" {
-		t.Errorf("sessions: exit %d: %s (%v)", code, stdout, err)
+		len(sessions) != 1 || sessions[0].State != "running" || sessions[0].Changes != 2 {
+		t.Errorf("sessions: exit %d: %s (%v), want running with 2 changes", code, stdout, err)
 	}
 
 	// SIGUSR1 to the supervisor takes a checkpoint and does not reach
@@ -97,6 +100,9 @@ while [ ! -e SYNC/go2 ]; do sleep 0.05; done`, "SYNC", sync)
 	cp := func(n int) string { return filepath.Join(out, "checkpoints", "00000"+string(rune('0'+n))+".json") }
 	statement := filepath.Join(out, "statement.json")
 	second := e.cliCheck(0, "verify", "--key", e.pub, cp(2))
+	if !strings.Contains(second, "checkpoint 2, and the 1 checkpoint before it in its chain") {
+		t.Errorf("verify of the second of three checkpoints:\n%s", second)
+	}
 	if !strings.Contains(second, "unchanged since checkpoint 1") {
 		t.Errorf("checkpoint 2 (after SIGUSR1, nothing changed): %s", second)
 	}

@@ -57,7 +57,7 @@ func (p *progress) loop() {
 				case "applying":
 					count = fmt.Sprintf("%d step(s), ", p.steps)
 				case phases["read"]:
-					count = fmt.Sprintf("%d entries, ", p.steps)
+					count = plural(p.steps, "entry", "entries") + ", "
 				}
 				fmt.Fprintf(p.w, "\r\033[Klayerseal: %s: %s%s", p.phase, count, time.Since(p.since).Round(time.Second))
 				p.shown = true

@@ -22,7 +22,7 @@ func writeReport(w io.Writer, prefix string, st *attest.Statement, info *layerse
 		fmt.Fprintf(w, "%sviolation: %s (rule %q): %s%s\n", prefix, v.Path, v.Rule, v.Action, v.beneathText())
 	}
 	for _, x := range st.Excluded {
-		fmt.Fprintf(w, "%sexcluded: %s: %d entries, %d bytes\n", prefix, x.Path, x.Entries, x.Bytes)
+		fmt.Fprintf(w, "%sexcluded: %s: %s, %d bytes\n", prefix, x.Path, plural(x.Entries, "entry", "entries"), x.Bytes)
 	}
 	fmt.Fprintf(w, "%schange set: %d of %d change(s) to apply after the sweep, and %d excluded subtree(s); %s\n",
 		prefix, st.AppliedCount, st.Count, len(st.Excluded), sessionText(info))
@@ -105,6 +105,9 @@ func gitWarning(n int) string {
 
 // sessionText says where the session stands.
 func sessionText(info *layerseal.SessionInfo) string {
+	if info == nil && layerseal.RequireRoot() == nil {
+		return "session state not known here: the session is not in this state dir (pruned, or the run used another: --state-dir DIR, and `layerseal sessions --state-dir DIR` lists them)"
+	}
 	if info == nil {
 		return "session state not known here: reading it needs root and the state dir the run used (--state-dir, or `layerseal sessions --state-dir DIR`)"
 	}
@@ -235,4 +238,12 @@ func orDefault(s, d string) string {
 		return d
 	}
 	return s
+}
+
+// plural is n with the noun in the form n takes: "1 entry", "2 entries".
+func plural[N int | int64 | uint64](n N, one, many string) string {
+	if n == 1 {
+		return fmt.Sprintf("%d %s", n, one)
+	}
+	return fmt.Sprintf("%d %s", n, many)
 }

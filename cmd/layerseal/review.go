@@ -173,7 +173,7 @@ func diffReview(cmd *cli.Command) error {
 		review.WriteStat(w, stats, 80)
 	}
 	for _, x := range r.Statement().Excluded {
-		fmt.Fprintf(os.Stderr, "layerseal: excluded subtree %s (%d entries, %d bytes) is counted, not itemized: not in the patch\n", x.Path, x.Entries, x.Bytes)
+		fmt.Fprintf(os.Stderr, "layerseal: excluded subtree %s (%s, %d bytes) is counted, not itemized: not in the patch\n", x.Path, plural(x.Entries, "entry", "entries"), x.Bytes)
 	}
 	notes, err := r.AttributeNotes()
 	if err != nil {
@@ -259,7 +259,7 @@ func writeChanges(w io.Writer, entries []attest.Entry, all, color bool, oldDiges
 			}
 			fmt.Fprintf(w, "%s  %s -> %s\n", r, from[e.Path], e.Path)
 		case l.Folded > 0:
-			fmt.Fprintf(w, "%s  %s/  (%d entries beneath; --all lists them)\n", code(e.Change), e.Path, l.Folded)
+			fmt.Fprintf(w, "%s  %s/  (%s beneath; --all lists them)\n", code(e.Change), e.Path, plural(l.Folded, "entry", "entries"))
 		default:
 			fmt.Fprintf(w, "%s  %s%s\n", code(e.Change), e.Path, metaSuffix(e))
 		}

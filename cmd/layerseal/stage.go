@@ -73,7 +73,7 @@ func reportPolicy(st *attest.Statement) {
 		fmt.Fprintf(os.Stderr, "layerseal: a run lets the agent change a protected path with --allow, such as --allow %s\n", example)
 	}
 	for _, x := range st.Excluded {
-		fmt.Fprintf(os.Stderr, "layerseal: excluded %s: %d entries, %d bytes\n", x.Path, x.Entries, x.Bytes)
+		fmt.Fprintf(os.Stderr, "layerseal: excluded %s: %s, %d bytes\n", x.Path, plural(x.Entries, "entry", "entries"), x.Bytes)
 	}
 }
 
@@ -356,7 +356,7 @@ func stagedJSON(st *attest.Statement) map[string]any {
 func writeStaged(w io.Writer, st *attest.Statement, all, color bool, oldDigest func(attest.Entry) []byte) {
 	writeChanges(w, st.AppliedEntries(), all, color, oldDigest)
 	for _, x := range st.Excluded {
-		fmt.Fprintf(w, "X  %s\t%d entries, %d bytes\n", x.Path, x.Entries, x.Bytes)
+		fmt.Fprintf(w, "X  %s\t%s, %d bytes\n", x.Path, plural(x.Entries, "entry", "entries"), x.Bytes)
 	}
 	fmt.Fprintf(w, "# %d change(s) to apply, %d excluded subtree(s), %s, verified\n", len(st.AppliedEntries()), len(st.Excluded), completeness(st))
 	for _, v := range st.Violations {

@@ -162,8 +162,14 @@ func printCheckpoint(cmd *cli.Command, a *attest.Artifact) {
 	case cp.Base != 0:
 		state = fmt.Sprintf(", %d change(s) listed since checkpoint %d", len(cp.Entries)+len(cp.Removed), cp.Base)
 	}
-	fmt.Printf("verified: checkpoint %d of %d in its chain%s, %s, %d change(s), session %s\n",
-		cp.Seq, cp.Log.Size, state, completenessOf(cp.Complete, len(cp.Incomplete)), cp.Count, cp.SessionID)
+	// The chain checked is the one up to this checkpoint: later ones may
+	// exist, and are not read.
+	chain := "the first of its chain"
+	if before := cp.Log.Size - 1; before > 0 {
+		chain = fmt.Sprintf("and the %s before it in its chain", plural(before, "checkpoint", "checkpoints"))
+	}
+	fmt.Printf("verified: checkpoint %d, %s%s, %s, %d change(s), session %s\n",
+		cp.Seq, chain, state, completenessOf(cp.Complete, len(cp.Incomplete)), cp.Count, cp.SessionID)
 	for _, r := range cp.Incomplete {
 		fmt.Printf("incomplete: %s\n", reasonText(r))
 	}

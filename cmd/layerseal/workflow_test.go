@@ -189,6 +189,9 @@ func TestConflictNotOverwritten(t *testing.T) {
 	if sh := e.mustCLI(0, "show", "--state-dir", e.state, filepath.Join(out, "statement.json")); !strings.Contains(sh, "1 still staged") {
 		t.Errorf("show does not say what is still staged:\n%s", sh)
 	}
+	if sh := e.mustCLI(0, "show", "--state-dir", t.TempDir(), filepath.Join(out, "statement.json")); !strings.Contains(sh, "the session is not in this state dir") {
+		t.Errorf("show with a state dir that lacks the session:\n%s", sh)
+	}
 	e.mustCLI(1, "apply", "--state-dir", e.state, out) // still the conflict
 	e.mustCLI(0, "discard", "--state-dir", e.state, out)
 	if s := e.sessions()[id]; s.State != "applied" || s.Discarded != 1 {
