@@ -482,6 +482,7 @@ func (s *session) run() (*RunResult, error) {
 	}
 	res, err := r.Wait()
 	s.cp = cps.end()
+	os.Remove(filepath.Join(s.out, CheckpointDir)) // only when no checkpoint was taken
 	s.intr.fromTerminal(r.Interrupted(), r.Killed())
 	if _, killed := s.intr.signal(); err != nil && !killed {
 		// The agent ran but the supervisor lost track of its end: attest

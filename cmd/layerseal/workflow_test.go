@@ -155,6 +155,9 @@ func TestConflictNotOverwritten(t *testing.T) {
 	if got := readString(t, filepath.Join(e.ws, "README.md")); got != "user edit\n" {
 		t.Errorf("README.md after the run: %q: the user's edit was overwritten", got)
 	}
+	if _, err := os.Lstat(filepath.Join(out, "checkpoints")); err == nil {
+		t.Error("a run that took no checkpoint left an empty checkpoints dir")
+	}
 	if got := readString(t, filepath.Join(e.ws, "other.txt")); got != "o\n" {
 		t.Errorf("other.txt after a run with a conflict: %q, want it staged, not applied", got)
 	}
