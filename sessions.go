@@ -50,6 +50,10 @@ type SessionInfo struct {
 	// applied to (Store.ApplyToGitBranch).
 	GitBranch string `json:"git_branch,omitempty"`
 	GitCommit string `json:"git_commit,omitempty"`
+	// LaunchCommit is the commit the workspace's git HEAD was at when the
+	// session launched, when the workspace is a repository whose HEAD
+	// could be read then.
+	LaunchCommit string `json:"launch_commit,omitempty"`
 	// Detail says what to do next, when there is something to do.
 	Detail string `json:"detail,omitempty"`
 }
@@ -108,6 +112,9 @@ func (s *Store) Session(ref string) (*SessionInfo, error) {
 // info reads what a session's state dir says of it.
 func (s *Store) info(d sessionDir, r sessionRecord) SessionInfo {
 	info := SessionInfo{ID: r.ID, Workspace: r.Workspace, Out: r.Out, Started: r.Started}
+	if r.GitHead != nil {
+		info.LaunchCommit = r.GitHead.Commit
+	}
 	cps, _ := os.ReadDir(filepath.Join(r.Out, CheckpointDir))
 	last := ""
 	for _, e := range cps {

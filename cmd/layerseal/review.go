@@ -3,9 +3,11 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 
 	"github.com/urfave/cli/v3"
@@ -86,7 +88,7 @@ func diffReview(cmd *cli.Command) error {
 	out := cmd.Args().First()
 	r, err := storeOf(cmd).OpenReview(out)
 	if err != nil {
-		return exitWith(exitFailed, stagedErr(err, out))
+		return exitWith(exitFailed, stagedErr(cmd, err, out))
 	}
 	defer r.Close()
 	entries, err := r.Entries(paths)
@@ -208,12 +210,27 @@ func notInPatch(e attest.Entry) string {
 	return ""
 }
 
-// stagedErr adds to an error of a closed session where its statement is.
-func stagedErr(err error, out string) error {
-	if errorsIsClosed(err) {
-		return fmt.Errorf("%w: no staged change set (`layerseal show %s/%s` shows the statement)", err, out, layerseal.StatementFile)
+// stagedErr adds to an error of a closed session where its statement is
+// and, for an applied one, where its changes can still be seen: the files
+// hold the agent's content now and layerseal kept no copy of the old, but
+// git has it when the workspace is a repository.
+func stagedErr(cmd *cli.Command, err error, ref string) error {
+	if !errorsIsClosed(err) {
+		return err
 	}
-	return err
+	info, _ := storeOf(cmd).Session(ref)
+	out := ref
+	if info != nil {
+		out = info.Out
+	}
+	msg := fmt.Sprintf("no staged change set (`layerseal show %s` lists the changes)", filepath.Join(out, layerseal.StatementFile))
+	if errors.Is(err, layerseal.ErrAlreadyApplied) {
+		msg += "; the workspace holds them now and layerseal keeps no copy of what the files held before"
+		if info != nil && info.LaunchCommit != "" {
+			msg += fmt.Sprintf(": in the workspace, `git diff %s` shows the edits to tracked files against the commit HEAD was at when the session launched, and `git status` the new files", info.LaunchCommit)
+		}
+	}
+	return fmt.Errorf("%w: %s", err, msg)
 }
 
 func isTerminal(f *os.File) bool {
@@ -290,7 +307,7 @@ func applyGitBranch(cmd *cli.Command, name string) error {
 	out := cmd.Args().First()
 	res, err := storeOf(cmd).ApplyToGitBranch(out, name)
 	if err != nil {
-		return exitWith(exitFailed, stagedErr(err, out))
+		return exitWith(exitFailed, stagedErr(cmd, err, out))
 	}
 	inGit := 0
 	for _, l := range res.Left {

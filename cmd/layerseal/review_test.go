@@ -121,7 +121,7 @@ mkdir -p pkg/lib; for i in 1 2 3; do echo $i > pkg/lib/f$i; done; rm -r dir; mkf
 		t.Errorf("diff --stat:\n%s", stat)
 	}
 	list := e.mustCLI(0, "diff", "--state-dir", e.state, out)
-	for _, want := range []string{"A  pkg/  (4 entries beneath; --all lists them)\n", "R  moved.txt -> moved2.txt\n", "D  dir/  (1 entries beneath; --all lists them)\n"} {
+	for _, want := range []string{"A  pkg/  (4 entries beneath; --all lists them)\n", "R  moved.txt -> moved2.txt\n", "D  dir/  (1 entry beneath; --all lists them)\n"} {
 		if !strings.Contains(list, want) {
 			t.Errorf("diff lacks %q:\n%s", want, list)
 		}
@@ -397,5 +397,32 @@ echo note > .git/agent-note; mkfifo fifo; ln -s src/a.go link; echo '*.tmp' >> .
 	gitIn(t, d.ws, "commit", "-q", "--allow-empty", "-m", "moved")
 	if msg := d.mustCLI(1, "apply", "--state-dir", d.state, "--git-branch", "agent", dout); !strings.Contains(msg, "HEAD is detached and moved since the launch") {
 		t.Errorf("a detached HEAD that moved: %s", msg)
+	}
+}
+
+// TestDiffOfApplied: `diff` and `diff --patch` of an applied session say
+// where the changes can still be seen: the statement, and in a git
+// workspace the git diff against the commit HEAD was at when it launched,
+// which shows them.
+func TestDiffOfApplied(t *testing.T) {
+	e := newEnv(t)
+	write(t, e.ws, map[string]string{"a.txt": "a\n"})
+	gitIn(t, e.ws, "init", "-q")
+	gitIn(t, e.ws, "add", "a.txt")
+	gitIn(t, e.ws, "commit", "-qm", "launch")
+	commit := strings.TrimSpace(gitIn(t, e.ws, "rev-parse", "HEAD"))
+	out := filepath.Join(e.dir, "run")
+	if code, log := e.run(out, "echo agent > a.txt"); code != 0 {
+		t.Fatalf("run: exit %d\n%s", code, log)
+	}
+	for _, args := range [][]string{{"diff"}, {"diff", "--patch"}} {
+		msg := e.mustCLI(1, append(args, "--state-dir", e.state, out)...)
+		if !strings.Contains(msg, "already applied") || !strings.Contains(msg, "layerseal show "+filepath.Join(out, "statement.json")) ||
+			!strings.Contains(msg, "`git diff "+commit+"`") {
+			t.Errorf("%v of an applied session:\n%s", args, msg)
+		}
+	}
+	if d := gitIn(t, e.ws, "diff", commit); !strings.Contains(d, "+agent") {
+		t.Errorf("git diff %s does not show the agent's edit:\n%s", commit, d)
 	}
 }

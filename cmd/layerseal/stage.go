@@ -284,10 +284,7 @@ func diffCommand() *cli.Command {
 			}
 			st, err := storeOf(cmd).Staged(cmd.Args().First())
 			if err != nil {
-				if errorsIsClosed(err) {
-					return exitWith(exitFailed, fmt.Errorf("%w: no staged change set (`layerseal show %s/%s` shows the statement)", err, cmd.Args().First(), layerseal.StatementFile))
-				}
-				return exitWith(exitFailed, err)
+				return exitWith(exitFailed, stagedErr(cmd, err, cmd.Args().First()))
 			}
 			notes, err := attributeNotes(cmd, cmd.Args().First())
 			if err != nil {
