@@ -43,9 +43,6 @@ type Artifact struct {
 	// to the statement.
 	Chain    []*Checkpoint
 	ChainDir string
-	// ChainUnchecked says a statement names a last checkpoint but no
-	// chain was given or lies beside it, so the chain was not checked.
-	ChainUnchecked bool
 }
 
 // SessionID is the session the artifact is of.
@@ -171,8 +168,11 @@ func Verify(path string, env []byte, pub PublicKey, opts VerifyOptions) (*Artifa
 	if beside := filepath.Join(filepath.Dir(path), CheckpointDir); a.ChainDir == "" && isDir(beside) {
 		a.ChainDir = beside
 	}
+	if a.ChainDir == "" && st.CheckpointHead != nil {
+		return nil, fmt.Errorf("%w: the statement commits to a checkpoint chain (its last checkpoint's SHA-256 is %x) and no %s dir lies beside it: give the chain's dir (verify --checkpoints DIR)",
+			ErrChain, st.CheckpointHead, CheckpointDir)
+	}
 	if a.ChainDir == "" {
-		a.ChainUnchecked = st.CheckpointHead != nil
 		return a.result()
 	}
 	envs, err := ReadChainDir(a.ChainDir)

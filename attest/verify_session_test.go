@@ -56,9 +56,9 @@ func TestVerifySessionComplete(t *testing.T) {
 	if a.Statement == nil || a.Checkpoint != nil || a.Launch != nil {
 		t.Fatalf("artifact holds statement %t, checkpoint %t, launch %t; want only the statement", a.Statement != nil, a.Checkpoint != nil, a.Launch != nil)
 	}
-	if !a.Verified || !a.LaunchChecked || a.ChainUnchecked || !a.Complete() || a.SessionID() != session1 {
-		t.Errorf("verified %t, launch checked %t, chain unchecked %t, complete %t, session %q",
-			a.Verified, a.LaunchChecked, a.ChainUnchecked, a.Complete(), a.SessionID())
+	if !a.Verified || !a.LaunchChecked || !a.Complete() || a.SessionID() != session1 {
+		t.Errorf("verified %t, launch checked %t, complete %t, session %q",
+			a.Verified, a.LaunchChecked, a.Complete(), a.SessionID())
 	}
 	if len(a.Chain) != 4 || a.ChainDir != filepath.Join(out, CheckpointDir) {
 		t.Errorf("chain of %d in %q; want 4 in the checkpoints dir", len(a.Chain), a.ChainDir)
@@ -80,8 +80,8 @@ func TestVerifySessionIncomplete(t *testing.T) {
 	if a == nil || a.Complete() || len(a.Incomplete()) != 2 {
 		t.Fatalf("artifact %+v; want incomplete with 2 reasons", a)
 	}
-	if len(a.Chain) != 0 || a.ChainUnchecked {
-		t.Errorf("a session without checkpoints: chain of %d, unchecked %t", len(a.Chain), a.ChainUnchecked)
+	if len(a.Chain) != 0 {
+		t.Errorf("a session without checkpoints: chain of %d", len(a.Chain))
 	}
 }
 
@@ -158,8 +158,9 @@ func TestVerifySessionFailures(t *testing.T) {
 	}
 }
 
-// A statement naming a last checkpoint, with no chain beside it, verifies
-// and says the chain was not checked; given another dir, it is checked.
+// A statement naming a last checkpoint, with no chain beside it, does not
+// verify: the chain it commits to is missing; given another dir, it is
+// checked.
 func TestVerifyStatementChainElsewhere(t *testing.T) {
 	s := testSigner(t, 1)
 	out := writeSession(t, s, 2, true)
@@ -169,12 +170,11 @@ func TestVerifyStatementChainElsewhere(t *testing.T) {
 	}
 	path := filepath.Join(out, StatementFile)
 	env, launch := read(t, path), read(t, filepath.Join(out, LaunchFile))
-	a, err := Verify(path, env, s.Public(), VerifyOptions{Launch: launch})
-	if err != nil || !a.ChainUnchecked || len(a.Chain) != 0 {
-		t.Fatalf("without the chain: %v, unchecked %t", err, a != nil && a.ChainUnchecked)
+	if _, err := Verify(path, env, s.Public(), VerifyOptions{Launch: launch}); !errors.Is(err, ErrChain) || !strings.Contains(err.Error(), "no checkpoints dir") {
+		t.Fatalf("without the chain: %v, want it named missing", err)
 	}
-	a, err = Verify(path, env, s.Public(), VerifyOptions{Launch: launch, Checkpoints: moved})
-	if err != nil || a.ChainUnchecked || len(a.Chain) != 2 {
+	a, err := Verify(path, env, s.Public(), VerifyOptions{Launch: launch, Checkpoints: moved})
+	if err != nil || len(a.Chain) != 2 {
 		t.Fatalf("with --checkpoints: %v", err)
 	}
 	// An empty dir given for a statement bound to a chain does not verify.

@@ -134,3 +134,31 @@ func loopback() (net.Listener, error) {
 	c.Close()
 	return ln, nil
 }
+
+// TestLogWithCheckpoints: a run anchored in a log that also took
+// checkpoints (each with a log receipt beside it) verifies and exports;
+// without the checkpoints its statement commits to, it does not verify.
+func TestLogWithCheckpoints(t *testing.T) {
+	e := newEnv(t)
+	write(t, e.ws, map[string]string{"README": "hi\n"})
+	logDir, logKey := filepath.Join(e.dir, "log"), filepath.Join(e.dir, "log.key")
+	e.cliCheck(0, "log", "init", logDir, "--key", logKey)
+	out := filepath.Join(e.dir, "run")
+	if code, log := e.run(out, "echo more >> README; sleep 0.5", "--log", logDir, "--checkpoint-every", "100ms"); code != 0 {
+		t.Fatalf("run --log --checkpoint-every: exit %d\n%s", code, log)
+	}
+	if receipts, _ := filepath.Glob(filepath.Join(out, "checkpoints", "*.log-receipt.json")); len(receipts) == 0 {
+		t.Fatal("no log receipt beside the checkpoints")
+	}
+	if got := e.cliCheck(0, "verify", "--key", e.pub, out); !strings.Contains(got, "checkpoint chain: ") {
+		t.Errorf("verify of a run with a log and checkpoints:\n%s", got)
+	}
+	e.cliCheck(0, "export", out, "--out", filepath.Join(e.dir, "evidence.json"))
+	if err := os.Rename(filepath.Join(out, "checkpoints"), filepath.Join(e.dir, "elsewhere")); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.mustCLI(exitFailed, "verify", "--key", e.pub, filepath.Join(out, "statement.json")); !strings.Contains(got, "no checkpoints dir") {
+		t.Errorf("verify without the chain the statement commits to:\n%s", got)
+	}
+	e.cliCheck(0, "verify", "--key", e.pub, "--checkpoints", filepath.Join(e.dir, "elsewhere"), filepath.Join(out, "statement.json"))
+}

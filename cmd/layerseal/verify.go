@@ -123,10 +123,7 @@ func verifyCommand() *cli.Command {
 func printStatement(cmd *cli.Command, a *attest.Artifact) {
 	st := a.Statement
 	chain := ""
-	switch {
-	case a.ChainUnchecked:
-		chain = "checkpoint chain not checked (no checkpoints dir beside the statement; use --checkpoints)"
-	case len(a.Chain) > 0:
+	if len(a.Chain) > 0 {
 		chain = fmt.Sprintf("checkpoint chain: %d checkpoint(s), bound to the statement", len(a.Chain))
 	}
 	info := sessionOf(cmd.String("state-dir"), st)
