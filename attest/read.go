@@ -55,3 +55,21 @@ func SignerKeyID(env []byte) (string, error) {
 	}
 	return e.Signatures[0].KeyID, nil
 }
+
+// PredicateType returns the predicate type an envelope's payload names
+// (such as HeadPredicateType), without checking anything else of it, or ""
+// when it names none: for choosing the parser whose error says what is
+// wrong with a file of that kind. Its result is not evidence.
+func PredicateType(env []byte) string {
+	e, err := parseEnvelope(env, MaxStatementSize)
+	if err != nil {
+		return ""
+	}
+	var p struct {
+		PredicateType string `json:"predicateType"`
+	}
+	if json.Unmarshal(e.Payload, &p, json.RejectUnknownMembers(false)) != nil {
+		return ""
+	}
+	return p.PredicateType
+}

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"encoding/base64"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -9,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/go-json-experiment/json"
 )
 
 // TestLogWitnessVerify: run --log (and log: in layerseal.yaml) anchors a
@@ -154,6 +158,25 @@ func TestLogWithCheckpoints(t *testing.T) {
 		t.Errorf("verify of a run with a log and checkpoints:\n%s", got)
 	}
 	e.cliCheck(0, "export", out, "--out", filepath.Join(e.dir, "evidence.json"))
+	// The receipt is found from the statement's file as from OUT.
+	e.cliCheck(0, "verify", "--key", e.pub, "--log-key", logKey+".pub", filepath.Join(out, "statement.json"))
+	// A head that was altered is not verified, rather than of a format
+	// not known.
+	head := readString(t, filepath.Join(out, "statement.head.json"))
+	var env struct {
+		Payload []byte `json:"payload"`
+	}
+	if err := json.Unmarshal([]byte(head), &env, json.RejectUnknownMembers(false)); err != nil {
+		t.Fatal(err)
+	}
+	tampered := bytes.Replace(env.Payload, []byte(`"predicate":{`), []byte(`"predicate":{"extra":"1",`), 1)
+	bad := filepath.Join(e.dir, "bad.head.json")
+	if err := os.WriteFile(bad, []byte(strings.Replace(head, base64.StdEncoding.EncodeToString(env.Payload), base64.StdEncoding.EncodeToString(tampered), 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.mustCLI(exitFailed, "verify", "--key", e.pub, bad); strings.Contains(got, "unsupported format") || !strings.Contains(got, "bad.head.json: not verified") {
+		t.Errorf("verify of a head that is not strictly encoded:\n%s", got)
+	}
 	if err := os.Rename(filepath.Join(out, "checkpoints"), filepath.Join(e.dir, "elsewhere")); err != nil {
 		t.Fatal(err)
 	}

@@ -66,7 +66,7 @@ func verifyCommand() *cli.Command {
 			if bytes.HasPrefix(env, []byte(`{"format":`)) {
 				return verifyBundle(cmd, path, env, pub)
 			}
-			if _, err := attest.ReadHead(env); err == nil {
+			if attest.PredicateType(env) == attest.HeadPredicateType {
 				return verifyHead(cmd, path, env, pub)
 			}
 			if cmd.String("session") != "" {
@@ -443,6 +443,9 @@ func verifyReceipt(cmd *cli.Command) error {
 	if fi, err := os.Stat(arg); err == nil && fi.IsDir() {
 		stFile = filepath.Join(arg, layerseal.StatementFile)
 		headFile = filepath.Join(arg, attest.HeadFile(layerseal.StatementFile))
+	} else if env, err := attest.ReadArtifact(arg); err == nil && attest.PredicateType(env) == attest.StatementPredicateType {
+		// A statement: its head lies beside it.
+		stFile, headFile = arg, filepath.Join(filepath.Dir(arg), attest.HeadFile(filepath.Base(arg)))
 	}
 	head, err := attest.ReadArtifact(headFile)
 	if err != nil {
