@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"slices"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/layerseal/layerseal/attest"
 	"github.com/layerseal/layerseal/internal/linux"
 	"github.com/layerseal/layerseal/internal/seccomp"
@@ -13,14 +11,7 @@ import (
 
 // seccompAvailable tries whether the kernel takes seccomp filters that
 // return every action the default filter uses (a variable for tests).
-var seccompAvailable = func() error {
-	for _, a := range []uint32{unix.SECCOMP_RET_ALLOW, unix.SECCOMP_RET_ERRNO, unix.SECCOMP_RET_KILL_PROCESS} {
-		if err := linux.SeccompActionAvailable(a); err != nil {
-			return err
-		}
-	}
-	return nil
-}
+var seccompAvailable = linux.SeccompFiltersAvailable
 
 // seccompFilter decides the agent's system call filter and records it in
 // sb: nothing for "unconfined"; otherwise the default filter for the

@@ -67,7 +67,17 @@ func detectCheap() Features {
 		StatxMountIDUnique: trialStatx(unix.STATX_MNT_ID_UNIQUE),
 		Openat2:            trialOpenat2(),
 		LandlockScope:      trialLandlockScope(),
+		Seccomp:            trialSeccomp(),
 	}
+}
+
+// trialSeccomp asks the kernel whether it takes the actions of the agent's
+// filter (SECCOMP_GET_ACTION_AVAIL; nothing is loaded).
+func trialSeccomp() Finding {
+	if err := linux.SeccompFiltersAvailable(); err != nil {
+		return Finding{Status: No, Detail: errText(err)}
+	}
+	return Finding{Status: Yes, Detail: "SECCOMP_GET_ACTION_AVAIL"}
 }
 
 // trialOverlayItems sets the overlay items of f by trial mounts (as root).

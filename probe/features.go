@@ -87,6 +87,10 @@ type Features struct {
 	// outside its own processes. Without it an agent sharing the host's
 	// network can connect to the host's abstract unix sockets.
 	LandlockScope Finding `json:"landlock_scope"`
+	// Seccomp: the kernel takes seccomp filters returning every action the
+	// agent's default system call filter uses (Linux 4.14). Without it the
+	// agent runs unfiltered and every statement is incomplete (sandbox).
+	Seccomp Finding `json:"seccomp"`
 
 	// Overlay: an overlay filesystem can be mounted (trial mount as root;
 	// otherwise only whether /proc/filesystems lists it).
@@ -141,6 +145,7 @@ func (f Features) WriteText(w io.Writer) error {
 	line("statx STATX_MNT_ID_UNIQUE", f.StatxMountIDUnique)
 	line("openat2", f.Openat2)
 	line("landlock scopes", f.LandlockScope)
+	line("seccomp filters", f.Seccomp)
 	line("overlay", f.Overlay)
 	for _, o := range f.OverlayOptions {
 		line("overlay "+printable(o.Option), o.Finding)

@@ -17,6 +17,7 @@ func sample() Features {
 		StatxMountIDUnique: Finding{Status: No, Detail: "not in statx mask"},
 		Openat2:            Finding{Status: No, Detail: "ENOSYS"},
 		LandlockScope:      Finding{Status: No, Detail: "Landlock ABI 4; scopes need ABI 6, Linux 6.12"},
+		Seccomp:            Finding{Status: Yes, Detail: "SECCOMP_GET_ACTION_AVAIL"},
 		Overlay:            Finding{Status: Yes, Detail: "trial mount"},
 		OverlayOptions: []OptionFinding{
 			{Option: "index=off", Finding: Finding{Status: Yes, Detail: "trial mount"}},
@@ -40,6 +41,7 @@ statx STATX_MNT_ID         yes (statx mask)
 statx STATX_MNT_ID_UNIQUE  no (not in statx mask)
 openat2                    no (ENOSYS)
 landlock scopes            no (Landlock ABI 4; scopes need ABI 6, Linux 6.12)
+seccomp filters            yes (SECCOMP_GET_ACTION_AVAIL)
 overlay                    yes (trial mount)
 overlay index=off          yes (trial mount)
 overlay uuid=null          no (EINVAL)
@@ -95,7 +97,7 @@ func TestJSON(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []string{"kernel_release", "landlock_scope", "openat2", "overlay", "overlay_options", "overlay_params",
-		"overlay_params_note", "overlay_pinned", "simulated", "statx_mnt_id", "statx_mnt_id_unique", "userxattr"}
+		"overlay_params_note", "overlay_pinned", "seccomp", "simulated", "statx_mnt_id", "statx_mnt_id_unique", "userxattr"}
 	var got []string
 	for k := range keys {
 		got = append(got, k)

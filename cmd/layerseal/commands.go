@@ -381,15 +381,18 @@ func readProcess(path, network string) (specs.Process, error) {
 func probeCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "probe",
-		Usage: "print what this kernel offers that layerseal uses, each found by trying",
-		Flags: []cli.Flag{&cli.BoolFlag{Name: "json", Usage: "print JSON"}},
+		Usage: "print what this kernel offers that layerseal uses, each found by trying, and what layerseal will do here",
+		Flags: []cli.Flag{&cli.BoolFlag{Name: "json", Usage: "print JSON: the findings, and the verdict as \"verdict\""}},
 		Action: func(_ context.Context, cmd *cli.Command) error {
 			f, err := probe.Detect()
 			if err != nil {
 				return exitWith(exitFailed, err)
 			}
 			if cmd.Bool("json") {
-				b, err := json.Marshal(f, json.Deterministic(true))
+				b, err := json.Marshal(struct {
+					probe.Features
+					Verdict probe.Verdict `json:"verdict"`
+				}{f, f.Verdict()}, json.Deterministic(true))
 				if err != nil {
 					return exitWith(exitFailed, err)
 				}
@@ -398,6 +401,10 @@ func probeCommand() *cli.Command {
 			}
 			if err := f.WriteText(os.Stdout); err != nil {
 				return exitWith(exitFailed, err)
+			}
+			fmt.Println()
+			for _, l := range f.Verdict().Lines() {
+				fmt.Println(l)
 			}
 			return nil
 		},

@@ -47,3 +47,18 @@ func SeccompActionAvailable(action uint32) error {
 	}
 	return nil
 }
+
+// SeccompFilterActions are the filter return actions layerseal's default
+// system call filter uses.
+var SeccompFilterActions = []uint32{unix.SECCOMP_RET_ALLOW, unix.SECCOMP_RET_ERRNO, unix.SECCOMP_RET_KILL_PROCESS}
+
+// SeccompFiltersAvailable tries whether the kernel takes seccomp filters
+// that return every one of SeccompFilterActions (Linux 4.14).
+func SeccompFiltersAvailable() error {
+	for _, a := range SeccompFilterActions {
+		if err := SeccompActionAvailable(a); err != nil {
+			return err
+		}
+	}
+	return nil
+}
