@@ -14,10 +14,11 @@ import (
 
 func checkpointCommand() *cli.Command {
 	return &cli.Command{
-		Name:      "checkpoint",
-		Usage:     "ask a running session to take a checkpoint now (as SIGUSR1 to its supervisor does)",
-		ArgsUsage: "OUT|SESSION-ID",
-		Flags:     []cli.Flag{stateDirFlag()},
+		Name:        "checkpoint",
+		Usage:       "take a checkpoint of a running session now",
+		Description: "Ask a running session to take a checkpoint now (as SIGUSR1 to its supervisor does).",
+		ArgsUsage:   "OUT|SESSION-ID",
+		Flags:       []cli.Flag{stateDirFlag()},
 		Action: func(_ context.Context, cmd *cli.Command) error {
 			if cmd.NArg() != 1 {
 				return usageErr("usage: layerseal checkpoint OUT|SESSION-ID")

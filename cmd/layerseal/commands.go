@@ -24,9 +24,9 @@ import (
 
 func keygenCommand() *cli.Command {
 	return &cli.Command{
-		Name: "keygen",
-		Usage: "make a signing key (PEM PKCS#8, mode 0600) and its public key (OUT.pub): " +
-			"ed25519 (default), ml-dsa-65 (post-quantum, FIPS 204) or hybrid (both: every artifact carries both signatures and verifies only with both)",
+		Name:        "keygen",
+		Usage:       "make a signing key and its public key",
+		Description: "Make a signing key (PEM PKCS#8, mode 0600) and its public key (OUT.pub): ed25519 (default), ml-dsa-65 (post-quantum, FIPS 204) or hybrid (both: every artifact carries both signatures and verifies only with both).",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "out", Usage: "private key file to create"},
 			&cli.StringFlag{Name: "alg", Value: attest.AlgEd25519, Usage: "signature `ALGORITHM`: " + strings.Join(attest.Algorithms(), ", ")},
@@ -53,9 +53,10 @@ func keygenCommand() *cli.Command {
 func runCommand() *cli.Command {
 	stop := 1
 	return &cli.Command{
-		Name:      "run",
-		Usage:     "run an agent over an overlay of the workspace, attest and apply its changes",
-		ArgsUsage: "[--] COMMAND [ARG...]",
+		Name:        "run",
+		Usage:       "run an agent on an overlay of the workspace and attest its changes",
+		Description: "Run an agent over an overlay of the workspace, attest and apply its changes.",
+		ArgsUsage:   "[--] COMMAND [ARG...]",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "workspace", Usage: "`DIR` the agent may change"},
 			&cli.StringFlag{Name: "key", Usage: "private signing `KEY` (from keygen)"},
@@ -380,9 +381,10 @@ func readProcess(path, network string) (specs.Process, error) {
 
 func probeCommand() *cli.Command {
 	return &cli.Command{
-		Name:  "probe",
-		Usage: "print what this kernel offers that layerseal uses, each found by trying, and what layerseal will do here",
-		Flags: []cli.Flag{&cli.BoolFlag{Name: "json", Usage: "print JSON: the findings, and the verdict as \"verdict\""}},
+		Name:        "probe",
+		Usage:       "print what this kernel offers layerseal, and a verdict",
+		Description: "Print what this kernel offers that layerseal uses, each found by trying, and what layerseal will do here.",
+		Flags:       []cli.Flag{&cli.BoolFlag{Name: "json", Usage: "print JSON: the findings, and the verdict as \"verdict\""}},
 		Action: func(_ context.Context, cmd *cli.Command) error {
 			f, err := probe.Detect()
 			if err != nil {

@@ -14,12 +14,13 @@ import (
 
 func exportCommand() *cli.Command {
 	return &cli.Command{
-		Name:      "export",
-		Usage:     "write a run's whole evidence (launch record, statement, its head, the checkpoint chain with their heads, and proofs of the paths asked for) into one file that `verify --key PUB FILE` checks offline",
-		ArgsUsage: "OUT",
+		Name:        "export",
+		Usage:       "write a run's whole evidence into one file",
+		Description: "Write a run's whole evidence (launch record, statement, its head, the checkpoint chain with their heads, and proofs of the paths asked for) into one file that `verify --key PUB FILE` checks offline.",
+		ArgsUsage:   "OUT",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "out", Usage: "write the evidence file to `FILE`"},
-			&cli.StringSliceFlag{Name: "prove", Usage: "also prove of `PATH` (repeat for more), as `prove` does"},
+			&cli.StringSliceFlag{Name: "prove", Usage: "also a proof of `PATH`, as prove makes"},
 			&cli.BoolFlag{Name: "subtree", Usage: "prove of each --prove PATH and everything under it"},
 			&cli.BoolFlag{Name: "applied", Usage: "prove of the change set applied after the protected-path sweep"},
 		},

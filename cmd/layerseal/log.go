@@ -27,8 +27,9 @@ const logTimeout = 30 * time.Second
 
 func logCommand() *cli.Command {
 	return &cli.Command{
-		Name:  "log",
-		Usage: "a transparency log of signed heads: make one, anchor a session in it, check it",
+		Name:        "log",
+		Usage:       "a transparency log of signed heads",
+		Description: "A transparency log of signed heads: make one, anchor a session in it, check it.",
 		Commands: []*cli.Command{
 			logInitCommand(),
 			logAddCommand(),
@@ -39,9 +40,10 @@ func logCommand() *cli.Command {
 
 func logInitCommand() *cli.Command {
 	return &cli.Command{
-		Name:      "init",
-		Usage:     "make a log in DIR (empty or missing), signed by the note key LOGKEY (made when missing); prints the verifier key to give to verifiers and witnesses",
-		ArgsUsage: "DIR",
+		Name:        "init",
+		Usage:       "make a log",
+		Description: "Make a log in DIR (empty or missing), signed by the note key LOGKEY (made when missing); prints the verifier key to give to verifiers and witnesses.",
+		ArgsUsage:   "DIR",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "key", Usage: "the log's private note `LOGKEY` file (LOGKEY.pub beside it is its verifier key)"},
 			&cli.StringFlag{Name: "origin", Usage: "the log's `NAME` when the key is made, such as example.com/layerseal-log", DefaultText: "layerseal-log-HOSTNAME"},
@@ -84,9 +86,10 @@ func logInitCommand() *cli.Command {
 
 func logAddCommand() *cli.Command {
 	return &cli.Command{
-		Name:      "add",
-		Usage:     "anchor a run's output dir OUT in the log DIR: append the statement's signed head and each checkpoint's, and write a receipt beside each (statement.log-receipt.json); run again to prove an anchored session anew against the newest (cosigned) checkpoint",
-		ArgsUsage: "DIR OUT",
+		Name:        "add",
+		Usage:       "anchor a run's heads in a log",
+		Description: "Anchor a run's output dir OUT in the log DIR: append the statement's signed head and each checkpoint's, and write a receipt beside each (statement.log-receipt.json); run again to prove an anchored session anew against the newest (cosigned) checkpoint.",
+		ArgsUsage:   "DIR OUT",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "key", Usage: "the log's private note `LOGKEY` (default: the one log init recorded)"},
 		},
@@ -138,9 +141,10 @@ func anchorSession(ctx context.Context, dir, out, key string) error {
 
 func logCheckCommand() *cli.Command {
 	return &cli.Command{
-		Name:      "check",
-		Usage:     "monitor a log (a directory or an http(s):// URL): check its checkpoint, recompute the tree and every tile from its entries, require each entry to be a signed head, and count heads per key id; exit 1 when it does not check out",
-		ArgsUsage: "DIR|URL",
+		Name:        "check",
+		Usage:       "monitor a log: check it from scratch",
+		Description: "Monitor a log (a directory or an http(s):// URL): check its checkpoint, recompute the tree and every tile from its entries, require each entry to be a signed head, and count heads per key id; exit 1 when it does not check out.",
+		ArgsUsage:   "DIR|URL",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "log-key", Usage: "the log's verifier key: `LOGPUB` file (from log init) or the key itself"},
 			&cli.StringFlag{Name: "since", Usage: "a checkpoint `FILE` seen before (a receipt's, a witness state, a saved one): also check the log extends it"},

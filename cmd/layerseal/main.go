@@ -59,14 +59,18 @@ func main() {
 	os.Exit(runCLI(context.Background(), os.Args))
 }
 
-// runCLI runs the command line args and returns the exit code.
-func runCLI(ctx context.Context, args []string) int {
+// newApp is layerseal's command line: its commands, flags and help.
+func newApp() *cli.Command {
 	app := &cli.Command{
 		Name:    "layerseal",
 		Usage:   "run an agent over an overlay of a workspace and attest what it changed",
 		Version: versionText(),
 		// `layerseal completion bash|zsh|fish|pwsh` prints a completion script.
 		EnableShellCompletion: true,
+		ConfigureShellCompletionCommand: func(c *cli.Command) {
+			c.Hidden = false
+			c.Usage = "print a shell completion script: bash, zsh, fish or pwsh"
+		},
 		Commands: []*cli.Command{
 			keygenCommand(),
 			runCommand(),
@@ -94,7 +98,12 @@ func runCLI(ctx context.Context, args []string) int {
 	for _, c := range app.Commands {
 		c.OnUsageError = app.OnUsageError
 	}
-	err := app.Run(ctx, args)
+	return app
+}
+
+// runCLI runs the command line args and returns the exit code.
+func runCLI(ctx context.Context, args []string) int {
+	err := newApp().Run(ctx, args)
 	if err == nil {
 		return exitOK
 	}

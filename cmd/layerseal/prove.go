@@ -16,9 +16,10 @@ import (
 
 func proveCommand() *cli.Command {
 	return &cli.Command{
-		Name:      "prove",
-		Usage:     "write a proof bundle of one path of a run's statement: that it changed (and how) or that it did not (with --subtree: what changed at or under it, or that nothing did), checkable with `verify` and the public key alone, without the rest of the change list",
-		ArgsUsage: "OUT PATH...",
+		Name:        "prove",
+		Usage:       "prove what a run did to one path",
+		Description: "Write a proof bundle of one path of a run's statement: that it changed (and how) or that it did not (with --subtree: what changed at or under it, or that nothing did), checkable with `verify` and the public key alone, without the rest of the change list.",
+		ArgsUsage:   "OUT PATH...",
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "applied", Usage: "prove of the change set applied after the protected-path sweep, not of every change observed"},
 			&cli.BoolFlag{Name: "subtree", Usage: "prove of each PATH and everything under it: the changes there, each with its proof, or that there are none"},

@@ -18,10 +18,11 @@ import (
 // and `sessions --prune` finishes the same job.
 func removePrunedCommand() *cli.Command {
 	return &cli.Command{
-		Name:   "remove-pruned",
-		Usage:  "remove what the state dir's pruning dir holds (apply runs it in the background)",
-		Hidden: true,
-		Flags:  []cli.Flag{stateDirFlag()},
+		Name:        "remove-pruned",
+		Usage:       "remove what the state dir's pruning dir holds",
+		Description: "Remove what the state dir's pruning dir holds (apply runs it in the background).",
+		Hidden:      true,
+		Flags:       []cli.Flag{stateDirFlag()},
 		Action: func(_ context.Context, cmd *cli.Command) error {
 			if cmd.NArg() != 0 {
 				return usageErr("usage: layerseal remove-pruned [--state-dir DIR]")

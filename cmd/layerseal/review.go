@@ -21,7 +21,7 @@ import (
 // reviewFlags are diff's views of a staged change set.
 func reviewFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.BoolFlag{Name: "patch", Aliases: []string{"p"}, Usage: "print the change set as a git patch against the workspace (`git apply` takes it)"},
+		&cli.BoolFlag{Name: "patch", Aliases: []string{"p"}, Usage: "print the change set as a git patch against the workspace, which git apply takes"},
 		&cli.BoolFlag{Name: "stat", Usage: "print git's diffstat of the change set"},
 		&cli.BoolFlag{Name: "summary", Usage: "print the change set's counts per directory"},
 		allFlag(),

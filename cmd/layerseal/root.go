@@ -12,7 +12,7 @@ import (
 // session state takes; LAYERSEAL_STATE_DIR sets it for a whole shell.
 func stateDirFlag() cli.Flag {
 	return &cli.StringFlag{Name: "state-dir", Value: layerseal.DefaultStateDir, Sources: cli.EnvVars("LAYERSEAL_STATE_DIR"),
-		Usage: "where sessions keep their upper layers and state (root only)"}
+		Usage: "`DIR` where sessions keep their upper layers and state (root only)"}
 }
 
 // sessionArgs is how a command line the CLI suggests names the session

@@ -15,8 +15,9 @@ import (
 func rulesCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "rules",
-		Usage: "print the built-in rules every session holds: each glob or named rule, the tool that acts there and why",
-		Description: "A change that breaks a rule is reverted and the run staged; `run --allow GLOB` lets a path through for one run.\n" +
+		Usage: "print the built-in rules every session holds",
+		Description: "Print the built-in rules every session holds: each glob or named rule, the tool that acts there and why.\n" +
+			"A change that breaks a rule is reverted and the run staged; `run --allow GLOB` lets a path through for one run.\n" +
 			"Named rules, in parentheses, are checked by what a change is (a setuid file, a device node), wherever it lies.\n" +
 			"With --workspace DIR, also what a session over DIR adds: the protected globs of its layerseal.yaml (or --config)\n" +
 			"and the hooks directories core.hooksPath names in it (and config files git includes from it), read from the\n" +

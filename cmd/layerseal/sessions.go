@@ -19,8 +19,9 @@ import (
 
 func sessionsCommand() *cli.Command {
 	return &cli.Command{
-		Name:  "sessions",
-		Usage: "list the sessions of the state dir: id, state (running, staged, applied, discarded, interrupted), workspace, start and end",
+		Name:        "sessions",
+		Usage:       "list the sessions of the state dir",
+		Description: "List the sessions of the state dir: id, state (running, staged, applied, discarded, interrupted), workspace, start and end.",
 		Flags: []cli.Flag{
 			stateDirFlag(),
 			&cli.BoolFlag{Name: "json", Usage: "print JSON"},

@@ -80,11 +80,12 @@ func reportPolicy(st *attest.Statement) {
 func applyCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "apply",
-		Usage:     "apply a session's staged change set to its workspace, or finish an apply that stopped",
+		Usage:     "apply a staged change set, or finish an apply that stopped",
 		ArgsUsage: "OUT|SESSION-ID [PATH...]",
-		Description: "Paths changed in the workspace since the launch are conflicts: apply refuses, naming them, and applies nothing.\n" +
+		Description: "Apply a session's staged change set to its workspace, or finish an apply that stopped.\n" +
+			"Paths changed in the workspace since the launch are conflicts: apply refuses, naming them, and applies nothing.\n" +
 			"`apply --force OUT PATH...` overwrites just those paths; `apply --skip OUT PATH...` leaves them (and what lies\n" +
-			"beneath them) out, and the session is then partly applied; `apply --force OUT` overwrites every conflict and\n" +
+			"beneath them) out, staged for a later apply or discard; `apply --force OUT` overwrites every conflict and\n" +
 			"also applies violations the sweep could not revert. PATHs are written as `layerseal diff` prints them.",
 		Flags: []cli.Flag{
 			stateDirFlag(),
@@ -221,9 +222,10 @@ func discardCommand() *cli.Command {
 
 func recoverCommand() *cli.Command {
 	return &cli.Command{
-		Name:      "recover",
-		Usage:     "attest the change set of a session whose supervisor died, and keep it staged",
-		ArgsUsage: "OUT|SESSION-ID",
+		Name:        "recover",
+		Usage:       "attest the changes of a session whose supervisor died",
+		Description: "Attest the change set of a session whose supervisor died, and keep it staged.",
+		ArgsUsage:   "OUT|SESSION-ID",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "key", Usage: "the signing key the session was launched with"},
 			stateDirFlag(),
@@ -258,9 +260,10 @@ func recoverCommand() *cli.Command {
 // diffCommand shows a staged session's change set: `layerseal diff OUT`.
 func diffCommand() *cli.Command {
 	return &cli.Command{
-		Name:      "diff",
-		Usage:     "show the change set a session would apply: `diff OUT` for a staged session; `diff A B` between two checkpoints (or a checkpoint and the statement) of one session",
-		ArgsUsage: "OUT|SESSION-ID | A B | --patch|--stat OUT [PATH...]",
+		Name:        "diff",
+		Usage:       "show a staged change set, or the changes between two checkpoints",
+		Description: "Show the change set a session would apply: `diff OUT` for a staged session; `diff A B` between two checkpoints (or a checkpoint and the statement) of one session.",
+		ArgsUsage:   "OUT|SESSION-ID | A B | --patch|--stat OUT [PATH...]",
 		Flags: append([]cli.Flag{
 			stateDirFlag(),
 			&cli.BoolFlag{Name: "json", Usage: "print JSON"},

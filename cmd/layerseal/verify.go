@@ -22,9 +22,10 @@ import (
 
 func verifyCommand() *cli.Command {
 	return &cli.Command{
-		Name:      "verify",
-		Usage:     "verify a statement, a checkpoint, a launch record, a signed head, a proof bundle (from prove) or an export (from export) offline, or with --log-key a run's log receipt (OUT, or a HEAD): exit 0 complete (a bundle: holds), 2 incomplete (a bundle: holds, but the statement is incomplete where it matters), 1 not verified or malformed",
-		ArgsUsage: "STATEMENT|CHECKPOINT|LAUNCH|HEAD|BUNDLE|EXPORT|OUT",
+		Name:        "verify",
+		Usage:       "verify an artifact of a run offline",
+		Description: "Verify a statement, a checkpoint, a launch record, a signed head, a proof bundle (from prove) or an export (from export) offline, or with --log-key a run's log receipt (OUT, or a HEAD): exit 0 complete (a bundle: holds), 2 incomplete (a bundle: holds, but the statement is incomplete where it matters), 1 not verified or malformed.",
+		ArgsUsage:   "STATEMENT|CHECKPOINT|LAUNCH|HEAD|BUNDLE|EXPORT|OUT",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "key", Usage: "public `KEY.pub` (from keygen)"},
 			&cli.StringFlag{Name: "launch", Usage: "the run's `launch.json`: also check the statement is bound to it"},
@@ -235,9 +236,10 @@ func loadPublicKey(path string) (attest.PublicKey, error) {
 
 func showCommand() *cli.Command {
 	return &cli.Command{
-		Name:      "show",
-		Usage:     "summarise a statement, a checkpoint or a launch record (a statement like `git status --short`; --key also verifies it)",
-		ArgsUsage: "STATEMENT|CHECKPOINT|LAUNCH|OUT",
+		Name:        "show",
+		Usage:       "summarise a statement, a checkpoint or a launch record",
+		Description: "Summarise a statement, a checkpoint or a launch record (a statement like `git status --short`; --key also verifies it).",
+		ArgsUsage:   "STATEMENT|CHECKPOINT|LAUNCH|OUT",
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "json", Usage: "print one JSON object"},
 			&cli.StringFlag{Name: "key", Usage: "verify with this public `KEY.pub` first"},

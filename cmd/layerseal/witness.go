@@ -13,8 +13,9 @@ import (
 
 func witnessCommand() *cli.Command {
 	return &cli.Command{
-		Name:  "witness",
-		Usage: "cosign a log's newest checkpoint after checking it extends the last one this witness cosigned (kept in --state, never rolled back); an inconsistent log: exit 1, nothing signed",
+		Name:        "witness",
+		Usage:       "cosign a log's newest checkpoint",
+		Description: "Cosign a log's newest checkpoint after checking it extends the last one this witness cosigned (kept in --state, never rolled back); an inconsistent log: exit 1, nothing signed.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "log", Usage: "the log: `DIR` or http(s):// URL"},
 			&cli.StringFlag{Name: "log-key", Usage: "the log's verifier key: `LOGPUB` file or the key itself"},
@@ -68,9 +69,10 @@ func witnessCommand() *cli.Command {
 
 func witnessKeygenCommand() *cli.Command {
 	return &cli.Command{
-		Name:      "keygen",
-		Usage:     "make a witness's note key: KEY (private, mode 0600) and KEY.pub (its verifier key, for verify --witness-key)",
-		ArgsUsage: "",
+		Name:        "keygen",
+		Usage:       "make a witness's note key",
+		Description: "Make a witness's note key: KEY (private, mode 0600) and KEY.pub (its verifier key, for verify --witness-key).",
+		ArgsUsage:   "",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "out", Usage: "private key `FILE` to create"},
 			&cli.StringFlag{Name: "name", Usage: "the witness's `NAME`, such as example.com/witness"},
