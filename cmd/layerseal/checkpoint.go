@@ -18,7 +18,7 @@ func checkpointCommand() *cli.Command {
 		Usage:       "take a checkpoint of a running session now",
 		Description: "Ask a running session to take a checkpoint now (as SIGUSR1 to its supervisor does).",
 		ArgsUsage:   "OUT|SESSION-ID",
-		Flags:       []cli.Flag{stateDirFlag()},
+		Flags:       []cli.Flag{stateDirFlag(), &cli.BoolFlag{Name: "json", Usage: "print the checkpoint as one JSON object: checkpoint, file, count, unchanged, complete, head_problem"}},
 		Action: func(_ context.Context, cmd *cli.Command) error {
 			if cmd.NArg() != 1 {
 				return usageErr("usage: layerseal checkpoint OUT|SESSION-ID")
@@ -29,6 +29,14 @@ func checkpointCommand() *cli.Command {
 			res, err := storeOf(cmd).RequestCheckpoint(cmd.Args().First())
 			if err != nil {
 				return exitWith(exitFailed, err)
+			}
+			if cmd.Bool("json") {
+				printJSON(map[string]any{"checkpoint": res.Seq, "file": res.File, "count": res.Count, "unchanged": res.Unchanged,
+					"complete": res.Complete, "head_problem": res.HeadProblem})
+				if res.HeadProblem != "" {
+					fmt.Fprintf(os.Stderr, "layerseal: %s\n", res.HeadProblem)
+				}
+				return nil
 			}
 			state := fmt.Sprintf("%d change(s)", res.Count)
 			if res.Unchanged {

@@ -89,8 +89,13 @@ while [ ! -e SYNC/go2 ]; do sleep 0.05; done`, "SYNC", sync)
 		t.Fatal(err)
 	}
 	waitFor(t, filepath.Join(sync, "ready2"))
-	if code, stdout, stderr = e.cli("checkpoint", "--state-dir", e.state, out); code != 0 || !strings.HasPrefix(stdout, "checkpoint 3: ") {
-		t.Fatalf("checkpoint: exit %d: %s%s", code, stdout, stderr)
+	code, stdout, stderr = e.cli("checkpoint", "--json", "--state-dir", e.state, out)
+	var third struct {
+		Checkpoint int    `json:"checkpoint"`
+		File       string `json:"file"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &third); code != 0 || err != nil || third.Checkpoint != 3 || filepath.Base(third.File) != "000003.json" {
+		t.Fatalf("checkpoint --json: exit %d (%v): %s%s", code, err, stdout, stderr)
 	}
 	os.WriteFile(filepath.Join(sync, "go2"), nil, 0o644)
 	if err := run.Wait(); err != nil {

@@ -94,6 +94,7 @@ func applyCommand() *cli.Command {
 			&cli.StringSliceFlag{Name: "only", Usage: "apply only the changes this `GLOB` matches (and what lies beneath them; repeat for more); the rest stays staged"},
 			&cli.StringSliceFlag{Name: "except", Usage: "apply all but the changes this `GLOB` matches (and what lies beneath them; repeat for more); those stay staged"},
 			&cli.StringFlag{Name: "git-branch", Usage: "write the change set as one commit on the new git branch `NAME` (parent: HEAD at launch) instead of the workspace; the working tree, index and checked-out branch are left alone"},
+			jsonResultFlag(),
 		},
 		Action: func(ctx context.Context, cmd *cli.Command) error {
 			if b := cmd.String("git-branch"); b != "" {
@@ -125,14 +126,14 @@ func applyCommand() *cli.Command {
 			defer stop()
 			prog := startProgress()
 			defer prog.end()
-			left := 0
+			var left []leftJSON
 			opt := layerseal.ApplyOptions{Progress: progressFunc(prog), Stop: func() error {
 				if ctx.Err() != nil {
 					return layerseal.ErrInterruptedBySignal
 				}
 				return nil
 			}, Left: func(p attest.Path, why string) {
-				left++
+				left = append(left, leftJSON{p, attest.Bytes(why)})
 				fmt.Fprintf(os.Stderr, "layerseal: left %s as it is: %s\n", p, printable(why))
 			}}
 			opt.Only, opt.Except = only, except
@@ -154,7 +155,7 @@ func applyCommand() *cli.Command {
 			if err != nil {
 				return exitWith(exitFailed, err)
 			}
-			msg := fmt.Sprintf("layerseal: applied %d change(s) and %d excluded subtree(s)", len(st.AppliedEntries())-left, len(st.Excluded))
+			msg := fmt.Sprintf("layerseal: applied %d change(s) and %d excluded subtree(s)", len(st.AppliedEntries())-len(left), len(st.Excluded))
 			if len(only) > 0 || len(except) > 0 {
 				msg = "layerseal: applied the chosen part; " + sessionText(sessionOf(cmd.String("state-dir"), st))
 			}
@@ -164,6 +165,10 @@ func applyCommand() *cli.Command {
 			}
 			fmt.Fprintln(os.Stderr, msg)
 			removeLeftLayers(store, st.SessionID)
+			if cmd.Bool("json") {
+				info, _ := store.Session(st.SessionID)
+				printJSON(map[string]any{"session": info, "left": nonNilSlice(left), "unexamined": layerseal.Unexamined(st)})
+			}
 			if layerseal.Unexamined(st) {
 				fmt.Fprintf(os.Stderr, "layerseal: parts of the change set were not examined, so not applied; they stay in the session's state dir:\n")
 				for _, r := range st.Incomplete {
@@ -184,6 +189,7 @@ func discardCommand() *cli.Command {
 			stateDirFlag(),
 			&cli.BoolFlag{Name: "force", Usage: "discard even after an apply stopped part way"},
 			&cli.StringSliceFlag{Name: "only", Usage: "discard only the changes this `GLOB` matches (and what lies beneath them; repeat for more); the rest stays staged"},
+			jsonResultFlag(),
 		},
 		Action: func(_ context.Context, cmd *cli.Command) error {
 			if only := cmd.StringSlice("only"); len(only) > 0 {
@@ -199,6 +205,9 @@ func discardCommand() *cli.Command {
 				}
 				info, _ := storeOf(cmd).Session(cmd.Args().First())
 				fmt.Fprintf(os.Stderr, "layerseal: discarded %d change(s); %s\n", n, sessionText(info))
+				if cmd.Bool("json") {
+					printJSON(map[string]any{"session": info, "discarded": n})
+				}
 				return nil
 			}
 			if cmd.NArg() != 1 {
@@ -210,11 +219,15 @@ func discardCommand() *cli.Command {
 			if err := storeOf(cmd).Discard(cmd.Args().First(), cmd.Bool("force")); err != nil {
 				return exitWith(exitFailed, err)
 			}
-			if info, _ := storeOf(cmd).Session(cmd.Args().First()); info != nil && info.Applied > 0 {
+			info, _ := storeOf(cmd).Session(cmd.Args().First())
+			if info != nil && info.Applied > 0 {
 				fmt.Fprintf(os.Stderr, "layerseal: discarded what was still staged of %s; %s\n", cmd.Args().First(), sessionText(info))
-				return nil
+			} else {
+				fmt.Fprintf(os.Stderr, "layerseal: discarded the change set of %s\n", cmd.Args().First())
 			}
-			fmt.Fprintf(os.Stderr, "layerseal: discarded the change set of %s\n", cmd.Args().First())
+			if cmd.Bool("json") {
+				printJSON(map[string]any{"session": info})
+			}
 			return nil
 		},
 	}
@@ -368,4 +381,24 @@ func writeStaged(w io.Writer, st *attest.Statement, all, color bool, oldDigest f
 	for _, r := range st.Incomplete {
 		fmt.Fprintf(w, "# incomplete: %s\n", reasonText(r))
 	}
+}
+
+// jsonResultFlag is --json of the commands that change a session: the
+// result as one JSON object, the last line on stdout.
+func jsonResultFlag() cli.Flag {
+	return &cli.BoolFlag{Name: "json", Usage: "print the result as one JSON object on stdout: the session as sessions --json shows it, and what the command did"}
+}
+
+// leftJSON is a path an apply left as it is, and why.
+type leftJSON struct {
+	Path attest.Path  `json:"path"`
+	Why  attest.Bytes `json:"why"`
+}
+
+// nonNilSlice is s, or an empty slice for nil: a JSON array either way.
+func nonNilSlice[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
 }

@@ -174,7 +174,14 @@ func TestConflictNotOverwritten(t *testing.T) {
 		t.Errorf("apply over a conflict: %s", msg)
 	}
 	e.mustCLI(1, "apply", "--skip", "--state-dir", e.state, out, "no-such-path")
-	e.mustCLI(0, "apply", "--skip", "--state-dir", e.state, out, "README.md")
+	code, stdout, stderr := e.cli("apply", "--skip", "--json", "--state-dir", e.state, out, "README.md")
+	var applied struct {
+		Session sessionJSON `json:"session"`
+		Left    []any       `json:"left"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &applied); code != 0 || err != nil || applied.Session.State != "staged" || applied.Left == nil {
+		t.Errorf("apply --skip --json: exit %d (%v): %s%s", code, err, stdout, stderr)
+	}
 	if got := readString(t, filepath.Join(e.ws, "README.md")); got != "user edit\n" {
 		t.Errorf("README.md after apply --skip: %q", got)
 	}
@@ -196,7 +203,13 @@ func TestConflictNotOverwritten(t *testing.T) {
 		t.Errorf("show with a state dir that lacks the session:\n%s", sh)
 	}
 	e.mustCLI(1, "apply", "--state-dir", e.state, out) // still the conflict
-	e.mustCLI(0, "discard", "--state-dir", e.state, out)
+	code, stdout, stderr = e.cli("discard", "--json", "--state-dir", e.state, out)
+	var discarded struct {
+		Session sessionJSON `json:"session"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &discarded); code != 0 || err != nil || discarded.Session.State != "applied" {
+		t.Errorf("discard --json: exit %d (%v): %s%s", code, err, stdout, stderr)
+	}
 	if s := e.sessions()[id]; s.State != "applied" || s.Discarded != 1 {
 		t.Errorf("sessions after discarding the skipped path: %+v, want applied with 1 discarded", s)
 	}
