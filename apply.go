@@ -71,6 +71,9 @@ type ApplyOptions struct {
 	// Progress, when set, is called before each step that changes the
 	// workspace or the session's journal (see overlay.ApplyOptions).
 	Progress func(op string, p attest.Path)
+	// Planned, when set, is told how many changes the apply will make,
+	// once it has fixed them and before the first step.
+	Planned func(changes int)
 	// Left, when set, is told each entry an apply of a change set not
 	// examined in full leaves as it is, and why (see overlay.ApplyOptions).
 	Left func(p attest.Path, why string)
@@ -408,6 +411,9 @@ func (s *staged) apply(out string, opt ApplyOptions) error {
 	}
 	if err != nil {
 		return err
+	}
+	if opt.Planned != nil {
+		opt.Planned(len(entries))
 	}
 	if !opt.Force {
 		changed := workspaceChanged(ws, entries, resuming)

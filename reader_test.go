@@ -98,9 +98,15 @@ func TestRunReadsUpperOnce(t *testing.T) {
 			t.Errorf("a staged run read the upper layer %d time(s), want 1", n)
 		}
 		var err error
-		n := upperReads(t, func() { _, err = OpenStore(state).Apply(res.Statement.SessionID, ApplyOptions{}) })
+		planned := -1
+		n := upperReads(t, func() {
+			_, err = OpenStore(state).Apply(res.Statement.SessionID, ApplyOptions{Planned: func(n int) { planned = n }})
+		})
 		if err != nil {
 			t.Fatal(err)
+		}
+		if planned < 1 {
+			t.Errorf("apply planned %d change(s), want the count before its first step", planned)
 		}
 		if n != 2 {
 			t.Errorf("apply read the upper layer %d time(s), want 2", n)

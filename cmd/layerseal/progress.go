@@ -24,11 +24,17 @@ type progress struct {
 	mu    sync.Mutex
 	phase string
 	steps int
-	since time.Time
-	shown bool
-	stop  chan struct{}
-	done  chan struct{}
-	once  sync.Once
+	// planned is how many changes an apply makes (0: not told), and
+	// changes how many it has begun, counted as the path of its steps
+	// changes (a directory's times, set last, may count again: the count
+	// stops at planned).
+	planned, changes int
+	last             attest.Path
+	since            time.Time
+	shown            bool
+	stop             chan struct{}
+	done             chan struct{}
+	once             sync.Once
 }
 
 // startProgress starts a progress line on stderr when it is a terminal.
@@ -56,6 +62,9 @@ func (p *progress) loop() {
 				switch p.phase {
 				case "applying":
 					count = fmt.Sprintf("%d step(s), ", p.steps)
+					if p.planned > 0 {
+						count = fmt.Sprintf("%d of %d change(s), ", min(p.changes, p.planned), p.planned)
+					}
 				case phases["read"]:
 					count = plural(p.steps, "entry", "entries") + ", "
 				}
@@ -76,7 +85,7 @@ var phases = map[string]string{
 
 // step is a layerseal progress callback: op names the step (see
 // layerseal.ApplyOptions.Progress and RunConfig.Progress).
-func (p *progress) step(op string, _ attest.Path) {
+func (p *progress) step(op string, path attest.Path) {
 	if p == nil {
 		return
 	}
@@ -90,6 +99,19 @@ func (p *progress) step(op string, _ attest.Path) {
 		p.phase, p.steps, p.since = phase, 0, time.Now()
 	}
 	p.steps++
+	if phase == "applying" && path != p.last {
+		p.changes, p.last = p.changes+1, path
+	}
+}
+
+// plan is an ApplyOptions.Planned: the number of changes the apply makes.
+func (p *progress) plan(n int) {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.planned = n
 }
 
 // end stops the line and clears it; later calls do nothing.

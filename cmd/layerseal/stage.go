@@ -127,7 +127,7 @@ func applyCommand() *cli.Command {
 			prog := startProgress()
 			defer prog.end()
 			var left []leftJSON
-			opt := layerseal.ApplyOptions{Progress: progressFunc(prog), Stop: func() error {
+			opt := layerseal.ApplyOptions{Progress: progressFunc(prog), Planned: prog.plan, Stop: func() error {
 				if ctx.Err() != nil {
 					return layerseal.ErrInterruptedBySignal
 				}
