@@ -5,6 +5,7 @@ import (
 	"debug/elf"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -16,18 +17,23 @@ import (
 	"time"
 )
 
-// Kernel is one Debian kernel package to boot.
+// Kernel is one Debian kernel package to boot, or a kernel image of one's
+// own (Image set; Package nil).
 type Kernel struct {
 	Series  string         // short name used in the matrix: "5.10"
 	Suite   string         // Debian suite that carries it
 	Package *regexp.Regexp // package name; the newest match is used
+	// Image is the path of a kernel image (bzImage) to boot instead, and
+	// Modules the directory of its modules (lib/modules/RELEASE), or ""
+	// when what the guest needs is built in.
+	Image, Modules string
 }
 
 // Kernels are the kernels the matrix boots by default, oldest first.
 var Kernels = []Kernel{
-	{"5.10", "bullseye-security", regexp.MustCompile(`^linux-image-5\.10\.0-[0-9]+-amd64-unsigned$`)},
-	{"6.1", "bookworm", regexp.MustCompile(`^linux-image-6\.1\.0-[0-9]+-amd64-unsigned$`)},
-	{"6.12", "bookworm-security", regexp.MustCompile(`^linux-image-6\.12\.[0-9]+\+deb12-amd64-unsigned$`)},
+	{Series: "5.10", Suite: "bullseye-security", Package: regexp.MustCompile(`^linux-image-5\.10\.0-[0-9]+-amd64-unsigned$`)},
+	{Series: "6.1", Suite: "bookworm", Package: regexp.MustCompile(`^linux-image-6\.1\.0-[0-9]+-amd64-unsigned$`)},
+	{Series: "6.12", Suite: "bookworm-security", Package: regexp.MustCompile(`^linux-image-6\.12\.[0-9]+\+deb12-amd64-unsigned$`)},
 }
 
 // sources is the private apt source list: the system's own is never
@@ -212,8 +218,16 @@ func extract(deb, dir string) (Extracted, error) {
 		return Extracted{}, fmt.Errorf("%q: want one vmlinuz, found %d", deb, len(vm))
 	}
 	x := Extracted{Vmlinuz: vm[0], Release: strings.TrimPrefix(filepath.Base(vm[0]), "vmlinuz-")}
+	return withModules(x, deb, dir, true, filepath.Join(root, "lib", "modules"), filepath.Join(root, "usr", "lib", "modules"))
+}
+
+// withModules adds to x the guestModules found under the module trees
+// bases, with what they depend on, decompressed into dir/modules; those
+// not found are taken to be built in, but for overlay when needOverlay.
+// from names the kernel in errors.
+func withModules(x Extracted, from, dir string, needOverlay bool, bases ...string) (Extracted, error) {
 	index := map[string]string{}
-	for _, base := range []string{filepath.Join(root, "lib", "modules"), filepath.Join(root, "usr", "lib", "modules")} {
+	for _, base := range bases {
 		filepath.WalkDir(base, func(p string, d fs.DirEntry, err error) error {
 			if err == nil && !d.IsDir() {
 				if n, ok := moduleName(d.Name()); ok {
@@ -253,8 +267,8 @@ func extract(deb, dir string) (Extracted, error) {
 		return nil
 	}
 	for _, m := range guestModules {
-		if _, ok := index[m]; !ok && m == "overlay" {
-			return Extracted{}, fmt.Errorf("%q holds no overlay module", deb)
+		if _, ok := index[m]; !ok && m == "overlay" && needOverlay {
+			return Extracted{}, fmt.Errorf("%q holds no overlay module", from)
 		}
 		if err := visit(m); err != nil {
 			return Extracted{}, err
@@ -350,4 +364,55 @@ func busybox(a *apt, cache string) (string, error) {
 		return "", errNoBusybox
 	}
 	return bb, nil
+}
+
+// ownKernel is the kernel image at image, with its modules under modules
+// (lib/modules/RELEASE; "" when overlay, virtio and ext4 are built in),
+// their copies kept in dir.
+func ownKernel(image, modules, dir string) (Extracted, error) {
+	release, err := imageRelease(image)
+	if err != nil {
+		return Extracted{}, err
+	}
+	x := Extracted{Vmlinuz: image, Release: release}
+	if modules == "" {
+		return x, nil
+	}
+	if fi, err := os.Stat(modules); err != nil || !fi.IsDir() {
+		return Extracted{}, fmt.Errorf("-modules %q: not a directory of modules (lib/modules/%s)", modules, release)
+	}
+	if err := os.RemoveAll(filepath.Join(dir, "modules")); err != nil {
+		return Extracted{}, err
+	}
+	return withModules(x, modules, dir, false, modules)
+}
+
+// imageRelease reads the kernel release a bzImage carries: its x86 boot
+// setup header ("HdrS" at 0x202) points at the version string at
+// 0x200 + the 16-bit value at 0x20E, whose first word is the release.
+func imageRelease(image string) (string, error) {
+	f, err := os.Open(image)
+	if err != nil {
+		return "", fmt.Errorf("-kernel: %w", err)
+	}
+	defer f.Close()
+	var head [0x8000]byte
+	n, _ := io.ReadFull(f, head[:])
+	b := head[:n]
+	if len(b) < 0x210 || string(b[0x202:0x206]) != "HdrS" {
+		return "", fmt.Errorf("-kernel %q: not an x86 kernel image (bzImage): no boot setup header", image)
+	}
+	at := 0x200 + (int(b[0x20E]) | int(b[0x20F])<<8)
+	if at >= len(b) {
+		return "", fmt.Errorf("-kernel %q: its version string lies beyond the setup header", image)
+	}
+	version := b[at:]
+	if i := bytes.IndexByte(version, 0); i >= 0 {
+		version = version[:i]
+	}
+	fields := strings.Fields(string(version))
+	if len(fields) == 0 {
+		return "", fmt.Errorf("-kernel %q: an empty version string", image)
+	}
+	return fields[0], nil
 }

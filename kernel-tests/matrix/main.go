@@ -60,6 +60,8 @@ func main() {
 func run(args []string) int {
 	fs := flag.NewFlagSet("kernel-tests/run", flag.ContinueOnError)
 	kernels := fs.String("kernels", "5.10,6.1,6.12", "comma-separated kernel series to boot (of "+seriesList()+"); empty for none")
+	image := fs.String("kernel", "", "also boot this kernel image of one's own (an x86 bzImage), in the column \"own\"")
+	modules := fs.String("modules", "", "the -kernel image's modules directory (lib/modules/RELEASE), where overlay, virtio_blk and ext4 are modules; empty when they are built in")
 	host := fs.Bool("host", true, "run the suites on the host kernel too")
 	markdown := fs.Bool("markdown", false, "print the matrix as docs/KERNELS.md")
 	selfCheck := fs.Bool("self-check", false, "check that an injected test failure and an injected kernel panic fail the matrix")
@@ -96,6 +98,17 @@ func run(args []string) int {
 			return 64
 		}
 		cfg.kernels = append(cfg.kernels, Kernels[i])
+	}
+	if *modules != "" && *image == "" {
+		fmt.Fprintln(os.Stderr, "kernel-tests: -modules is for the -kernel image's modules: give -kernel too")
+		return 64
+	}
+	if *image != "" {
+		if _, err := imageRelease(*image); err != nil {
+			fmt.Fprintln(os.Stderr, "kernel-tests:", err)
+			return 64
+		}
+		cfg.kernels = append(cfg.kernels, Kernel{Series: "own", Image: *image, Modules: *modules})
 	}
 	if os.Geteuid() != 0 && !*fromLogs {
 		fmt.Fprintln(os.Stderr, "kernel-tests: the privileged suites need root")
@@ -271,12 +284,7 @@ func matrix(cfg config, variants ...variant) ([]*Column, error) {
 			return nil, err
 		}
 		for _, k := range cfg.kernels {
-			logf("kernel %s: fetching", k.Series)
-			deb, err := a.download(cfg.cache, k.Package)
-			if err != nil {
-				return nil, fmt.Errorf("kernel %s: %w", k.Series, err)
-			}
-			x, err := extract(deb, filepath.Join(cfg.cache, "kernels", strings.TrimSuffix(filepath.Base(deb), ".deb")))
+			x, err := fetchKernel(a, cfg, k)
 			if err != nil {
 				return nil, fmt.Errorf("kernel %s: %w", k.Series, err)
 			}
@@ -587,4 +595,19 @@ func selfCheckRun(cfg config) int {
 		return 1
 	}
 	return 0
+}
+
+// fetchKernel is the image and modules of kernel k: downloaded and
+// extracted from Debian's package, or one's own (-kernel).
+func fetchKernel(a *apt, cfg config, k Kernel) (Extracted, error) {
+	if k.Image != "" {
+		logf("kernel %s: %s", k.Series, k.Image)
+		return ownKernel(k.Image, k.Modules, filepath.Join(cfg.cache, "kernels", "own"))
+	}
+	logf("kernel %s: fetching", k.Series)
+	deb, err := a.download(cfg.cache, k.Package)
+	if err != nil {
+		return Extracted{}, err
+	}
+	return extract(deb, filepath.Join(cfg.cache, "kernels", strings.TrimSuffix(filepath.Base(deb), ".deb")))
 }

@@ -359,3 +359,38 @@ func TestInOrder(t *testing.T) {
 		}
 	}
 }
+
+// TestImageRelease: the release is read from a bzImage's setup header; a
+// file without one is refused, naming it.
+func TestImageRelease(t *testing.T) {
+	img := make([]byte, 0x1000)
+	copy(img[0x202:], "HdrS")
+	img[0x20E], img[0x20F] = 0x00, 0x01 // the version string at 0x300
+	copy(img[0x300:], "6.13.0-own (builder@host) #1 SMP PREEMPT_DYNAMIC\x00")
+	dir := t.TempDir()
+	good, bad := filepath.Join(dir, "bzImage"), filepath.Join(dir, "notakernel")
+	if err := os.WriteFile(good, img, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bad, []byte("#!/bin/sh\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := imageRelease(good); err != nil || r != "6.13.0-own" {
+		t.Errorf("imageRelease = %q, %v; want 6.13.0-own", r, err)
+	}
+	if _, err := imageRelease(bad); err == nil || !strings.Contains(err.Error(), bad) {
+		t.Errorf("imageRelease of a shell script: %v", err)
+	}
+	if x, err := ownKernel(good, "", dir); err != nil || x.Vmlinuz != good || x.Release != "6.13.0-own" || len(x.Modules) != 0 {
+		t.Errorf("ownKernel without modules: %+v, %v", x, err)
+	}
+	if _, err := ownKernel(good, filepath.Join(dir, "missing"), dir); err == nil {
+		t.Error("ownKernel took a modules directory that does not exist")
+	}
+	if code := run([]string{"-modules", dir}); code != 64 {
+		t.Errorf("-modules without -kernel: exit %d, want 64", code)
+	}
+	if code := run([]string{"-kernel", bad}); code != 64 {
+		t.Errorf("-kernel of a shell script: exit %d, want 64", code)
+	}
+}
