@@ -34,7 +34,7 @@ var ErrUnderReserve = errors.New("not enough free space in the state dir")
 // would reach a limit sooner, and never spending more than one part in
 // pollCostShare of its time walking the upper layer.
 const (
-	minPoll        = 10 * time.Millisecond
+	minPoll        = 2 * time.Millisecond
 	maxPoll        = 100 * time.Millisecond
 	pollCostShare  = 4
 	pollHeadroomBy = 2 // look again after half the time the writes would take to reach a limit

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"fmt"
+
 	"github.com/urfave/cli/v3"
 
 	"github.com/layerseal/layerseal/attest"
@@ -22,4 +24,18 @@ func readUpperLimits(cmd *cli.Command, p *attest.Policy) error {
 		}
 	}
 	return nil
+}
+
+// upperLimitText says how a launch record's policy bounded the upper
+// layer, such as "at most 8388608 bytes on disk; 5368709120 bytes kept
+// free on the state dir's filesystem".
+func upperLimitText(p attest.Policy) string {
+	s := "no limit of its own"
+	if p.MaxUpper > 0 {
+		s = fmt.Sprintf("at most %d bytes on disk", p.MaxUpper)
+	}
+	if p.MinFree > 0 {
+		s += fmt.Sprintf("; %d bytes kept free on the state dir's filesystem", p.MinFree)
+	}
+	return s
 }
