@@ -87,25 +87,30 @@ func (s *session) prepareUpperLimit() error {
 // upperWatch stops the agent when its upper layer outgrows the policy's
 // MaxUpper or its state dir's filesystem falls under MinFree.
 //
-// What it guarantees: it is a watcher, not a quota. The reserve is read
-// from the filesystem's own counters (statfs), which no agent can hide
-// writes from; the upper layer's size is what a walk of the upper and
-// work dirs finds allocated (probe.DiskUsage), which an agent that moves
-// files about while the walk runs can lead to undercount for that walk.
-// Past a limit the agent's writes go on until the next look and the kill
-// that follows it: at most one interval of writes (and the kill's own
-// latency) lands beyond the limit. The interval shrinks as a limit draws
-// near (half the time the writes would take to reach it at the last
-// measured rate, or at assumedRate if that is more, down to minPoll), but
-// never below pollCostShare times the walk's
-// own duration, so a large upper layer is looked at less often. Nothing
-// written is lost: the agent is killed (its whole namespace), not its
-// files, and the statement is made of the upper layer as it stands.
+// What it guarantees: it is a watcher, not a quota. Two loops look: one
+// reads the free space of the state dir's filesystem (statfs), from the
+// filesystem's own counters, which no agent can hide writes from; the
+// other measures what the upper and work dirs take on disk with a walk
+// (probe.DiskUsage), which an agent that moves files about while the walk
+// runs can lead to undercount for that walk. Past a limit the agent's
+// writes go on until the next look and the kill that follows it: at most
+// one interval of writes (and the kill's own latency) lands beyond the
+// limit. Each loop looks every maxPoll, and more often as its limit draws
+// near: after half the time the writes would take to reach it at the
+// rate last measured, or at assumedRate if that is more, down to minPoll;
+// the walking loop never more often than pollCostShare times its walk's
+// own duration, so a large upper layer is walked less often, while the
+// reserve is still read at the same pace. Nothing written is lost: the
+// agent is killed (its whole namespace), not its files, and the
+// statement is made of the upper layer as it stands.
 type upperWatch struct {
-	stop chan struct{}
-	done chan struct{}
+	s    *session
+	kill func()
+	halt chan struct{} // closed by end or by the first fire
+	wg   sync.WaitGroup
 	mu   sync.Mutex
 	why  *attest.Reason // set when it stopped the agent
+	ends sync.Once
 }
 
 // watchUpper starts the session's watcher, or returns nil when its policy
@@ -115,78 +120,112 @@ func (s *session) watchUpper(kill func()) *upperWatch {
 	if p.MaxUpper <= 0 && p.MinFree <= 0 {
 		return nil
 	}
-	w := &upperWatch{stop: make(chan struct{}), done: make(chan struct{})}
-	go w.run(s, kill)
+	w := &upperWatch{s: s, kill: kill, halt: make(chan struct{})}
+	if p.MinFree > 0 {
+		w.wg.Add(1)
+		go w.watchFree(p.MinFree)
+	}
+	if p.MaxUpper > 0 {
+		w.wg.Add(1)
+		go w.watchSize(p.MaxUpper)
+	}
 	return w
 }
 
-func (w *upperWatch) run(s *session, kill func()) {
-	defer close(w.done)
-	p := s.cfg.Policy
-	dir, err := os.Open(string(s.dir))
+// watchFree stops the agent once the state dir's filesystem has less than
+// reserve bytes free.
+func (w *upperWatch) watchFree(reserve int64) {
+	defer w.wg.Done()
+	dir, err := os.Open(string(w.s.dir))
 	if err != nil {
-		w.fire(s, kill, fmt.Sprintf("the agent was stopped: its state dir could not be watched for the upper layer's limits (%v)", err), "the upper layer cannot be watched")
+		w.fire(fmt.Sprintf("the agent was stopped: the free space of its state dir's filesystem could not be watched (%v)", err), "the state dir's free space cannot be read")
 		return
 	}
 	defer dir.Close()
-	var lastAt time.Time
-	var lastUsed, lastUpper int64
-	next := minPoll
-	for {
-		select {
-		case <-w.stop:
-			return
-		case <-time.After(next):
-		}
-		now := time.Now()
+	var p pacer
+	for w.wait(p.next) {
 		avail, used, _, err := statfsBytes(int(dir.Fd()))
 		if err != nil {
-			w.fire(s, kill, fmt.Sprintf("the agent was stopped: the free space of its state dir's filesystem could not be read (%v)", err), "the state dir's free space cannot be read")
+			w.fire(fmt.Sprintf("the agent was stopped: the free space of its state dir's filesystem could not be read (%v)", err), "the state dir's free space cannot be read")
 			return
 		}
-		if p.MinFree > 0 && avail < p.MinFree {
-			w.fire(s, kill, fmt.Sprintf("the agent was stopped when the state dir's filesystem had %s free, under the reserve of %s kept free there (min_free); the statement holds what it wrote until then",
-				sizeText(avail), sizeText(p.MinFree)), "the state dir's filesystem fell under its reserve of free space")
+		if avail < reserve {
+			w.fire(fmt.Sprintf("the agent was stopped when the state dir's filesystem had %s free, under the reserve of %s kept free there (min_free); the statement holds what it wrote until then",
+				sizeText(avail), sizeText(reserve)), "the state dir's filesystem fell under its reserve of free space")
 			return
 		}
-		headroom := int64(math.MaxInt64)
-		if p.MinFree > 0 {
-			headroom = avail - p.MinFree
+		p.pace(used, avail-reserve, 0)
+	}
+}
+
+// watchSize stops the agent once its upper and work dirs take more than
+// limit bytes on disk.
+func (w *upperWatch) watchSize(limit int64) {
+	defer w.wg.Done()
+	var p pacer
+	for w.wait(p.next) {
+		start := time.Now()
+		u, err := probe.DiskUsage(w.s.dir.upper(), w.s.dir.work())
+		if err != nil {
+			w.fire(fmt.Sprintf("the agent was stopped: its upper layer could not be measured against the limit of %s (max_upper): %v", sizeText(limit), err), "the upper layer cannot be measured")
+			return
 		}
-		var upper int64
-		var walk time.Duration
-		if p.MaxUpper > 0 {
-			u, err := probe.DiskUsage(s.dir.upper(), s.dir.work())
-			walk = time.Since(now)
-			if err != nil {
-				w.fire(s, kill, fmt.Sprintf("the agent was stopped: its upper layer could not be measured against the limit of %s (max_upper): %v", sizeText(p.MaxUpper), err), "the upper layer cannot be measured")
-				return
-			}
-			if upper = u.Bytes; upper > p.MaxUpper {
-				w.fire(s, kill, fmt.Sprintf("the agent was stopped when its upper layer took %s (%d bytes) on disk, over the limit of %s (max_upper); the statement holds what it wrote until then",
-					sizeText(upper), upper, sizeText(p.MaxUpper)), "the agent's upper layer reached its limit")
-				return
-			}
-			headroom = min(headroom, p.MaxUpper-upper)
+		if u.Bytes > limit {
+			w.fire(fmt.Sprintf("the agent was stopped when its upper layer took %s (%d bytes) on disk, over the limit of %s (max_upper); the statement holds what it wrote until then",
+				sizeText(u.Bytes), u.Bytes, sizeText(limit)), "the agent's upper layer reached its limit")
+			return
 		}
-		rate := float64(assumedRate) // bytes per second
-		if secs := now.Sub(lastAt).Seconds(); !lastAt.IsZero() && secs > 0 {
-			rate = max(rate, float64(max(used-lastUsed, upper-lastUpper))/secs)
-		}
-		next = min(maxPoll, time.Duration(float64(headroom)/rate/pollHeadroomBy*float64(time.Second)))
-		next = max(next, minPoll, pollCostShare*walk)
-		lastAt, lastUsed, lastUpper = now, used, upper
+		p.pace(u.Bytes, limit-u.Bytes, time.Since(start))
+	}
+}
+
+// pacer sets when a loop of upperWatch looks next.
+type pacer struct {
+	next   time.Duration // 0 before the first look: minPoll
+	at     time.Time     // of the last look
+	filled int64         // bytes in use at the last look
+}
+
+// pace takes a look's findings: filled bytes in use, headroom bytes left
+// before the limit, and what the look cost.
+func (p *pacer) pace(filled, headroom int64, cost time.Duration) {
+	now := time.Now()
+	rate := float64(assumedRate) // bytes per second
+	if secs := now.Sub(p.at).Seconds(); !p.at.IsZero() && secs > 0 {
+		rate = max(rate, float64(filled-p.filled)/secs)
+	}
+	p.next = min(maxPoll, time.Duration(float64(headroom)/rate/pollHeadroomBy*float64(time.Second)))
+	p.next = max(p.next, minPoll, pollCostShare*cost)
+	p.at, p.filled = now, filled
+}
+
+// wait waits d (minPoll when 0) and reports whether the loop goes on.
+func (w *upperWatch) wait(d time.Duration) bool {
+	t := time.NewTimer(max(d, minPoll))
+	defer t.Stop()
+	select {
+	case <-w.halt:
+		return false
+	case <-t.C:
+		return true
 	}
 }
 
 // fire records why the agent is stopped (the statement's reason), says so
-// in short (what) and stops it.
-func (w *upperWatch) fire(s *session, kill func(), why, what string) {
+// in short (what) and stops it; only the first call does.
+func (w *upperWatch) fire(why, what string) {
 	w.mu.Lock()
-	w.why = &attest.Reason{Code: attest.UpperLimit, Detail: why}
+	first := w.why == nil
+	if first {
+		w.why = &attest.Reason{Code: attest.UpperLimit, Detail: why}
+	}
 	w.mu.Unlock()
-	s.log("%s: stopping the agent and everything it started; what it wrote so far will be attested and staged", what)
-	kill()
+	if !first {
+		return
+	}
+	w.ends.Do(func() { close(w.halt) })
+	w.s.log("%s: stopping the agent and everything it started; what it wrote so far will be attested and staged", what)
+	w.kill()
 }
 
 // end stops the watcher and returns the reason it stopped the agent for,
@@ -195,8 +234,8 @@ func (w *upperWatch) end() []attest.Reason {
 	if w == nil {
 		return nil
 	}
-	close(w.stop)
-	<-w.done
+	w.ends.Do(func() { close(w.halt) })
+	w.wg.Wait()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.why == nil {
