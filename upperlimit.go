@@ -38,9 +38,10 @@ const (
 	maxPoll        = 100 * time.Millisecond
 	pollCostShare  = 4
 	pollHeadroomBy = 2 // look again after half the time the writes would take to reach a limit
-	// assumedRate is the write rate the watcher assumes until it has
-	// measured a faster one: about what one process writes to the page
-	// cache of a local disk.
+	// assumedRate is the least write rate the watcher paces itself for,
+	// whatever slower rate it measured: about what one process writes to
+	// the page cache of a local disk, so an agent that was idle and starts
+	// writing at that rate is looked at in time.
 	assumedRate = 1 << 30 // bytes per second
 )
 
