@@ -49,7 +49,7 @@ type RunConfig struct {
 	Out       string         // where launch.json and statement.json go
 	StateDir  string         // DefaultStateDir when empty
 	Process   specs.Process  // the agent; see DefaultProcess
-	Policy    attest.Policy  // DefaultPolicy's values where zero
+	Policy    attest.Policy  // DefaultPolicy's values where zero; a negative MinFree keeps no reserve
 	Sandbox   nsrun.Sandbox  // the agent's confinement beyond the workspace
 	// Stdin, Stdout and Stderr are the agent's; where one is a terminal the
 	// agent gets a pseudo-terminal of its own instead (see nsrun.Start).

@@ -60,9 +60,15 @@ func statfsBytes(fd int) (avail, used, size int64, err error) {
 }
 
 // prepareUpperLimit fills in the policy's MinFree (DefaultReservePercent of
-// the state dir's filesystem when the policy names none) and refuses to
-// start a session whose state dir has less than that free.
+// the state dir's filesystem when it is 0; none, recorded as 0, when it is
+// negative) and refuses to start a session whose state dir has less than
+// that free.
 func (s *session) prepareUpperLimit() error {
+	p := &s.cfg.Policy
+	if p.MinFree < 0 {
+		p.MinFree = 0
+		return nil
+	}
 	f, err := os.Open(s.store.Dir())
 	if err != nil {
 		return fmt.Errorf("state dir %q: %w", s.store.Dir(), unwrapPath(err))
@@ -72,7 +78,6 @@ func (s *session) prepareUpperLimit() error {
 	if err != nil {
 		return fmt.Errorf("state dir %q: %w", s.store.Dir(), err)
 	}
-	p := &s.cfg.Policy
 	what := "the policy's min_free"
 	if p.MinFree == 0 {
 		p.MinFree = size / 100 * DefaultReservePercent

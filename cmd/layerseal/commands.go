@@ -79,7 +79,7 @@ func runCommand() *cli.Command {
 			&cli.StringFlag{Name: "memory", Usage: "memory limit of the agent's cgroup, such as `4GiB`", DefaultText: "no limit"},
 			&cli.Int64Flag{Name: "pids", Usage: "most processes and threads the agent may have at once (`N`)", DefaultText: "no limit"},
 			&cli.StringFlag{Name: "max-upper", Usage: "stop the agent once its changes (the upper layer) take `SIZE` on disk, such as 10GiB; what it wrote is attested and staged (also max_upper: in layerseal.yaml)", DefaultText: "no limit"},
-			&cli.StringFlag{Name: "min-free", Usage: "stop the agent once the state dir's filesystem has less than `SIZE` free (also min_free: in layerseal.yaml)", DefaultText: "5% of its size"},
+			&cli.StringFlag{Name: "min-free", Usage: "stop the agent once the state dir's filesystem has less than `SIZE` free; 0 keeps no reserve (also min_free: in layerseal.yaml)", DefaultText: "5% of its size"},
 			&cli.StringFlag{Name: "seccomp", Value: "default", Usage: "system call filter: default, or `unconfined` to load none (recorded)"},
 			&cli.BoolFlag{Name: "json", Usage: "print the result (exit status, whose it is, statement) as one JSON object, the last line on stdout"},
 			&cli.StringFlag{Name: "log-output", Usage: "keep the agent's stdout and stderr as files stdout and stderr in `DIR` (new or empty, outside the workspace), still shown here; the statement records their digests"},

@@ -9,13 +9,16 @@ import (
 	"github.com/layerseal/layerseal/policy"
 )
 
-// readUpperLimits sets p's MaxUpper and MinFree from run's flags.
+// readUpperLimits sets p's MaxUpper and MinFree from run's flags
+// (--min-free 0: no reserve, a negative MinFree for layerseal.Run).
 func readUpperLimits(cmd *cli.Command, p *attest.Policy) error {
 	for _, f := range []struct {
 		name string
 		dst  *int64
 	}{{"max-upper", &p.MaxUpper}, {"min-free", &p.MinFree}} {
-		if s := cmd.String(f.name); s != "" {
+		if s := cmd.String(f.name); s == "0" && f.name == "min-free" {
+			*f.dst = -1 // no reserve
+		} else if s != "" {
 			n, err := policy.ParseSize(s)
 			if err != nil {
 				return usageErr("run: --%s %q: want a size such as 512MiB or 10GiB", f.name, s)
