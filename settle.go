@@ -53,7 +53,7 @@ func (s *session) staging(st *attest.Statement) (why string, staged bool) {
 	case unexamined(st.Incomplete):
 		return fmt.Sprintf("parts of the upper layer were not examined (see the incomplete reasons): nothing is applied automatically; `layerseal apply %s` applies what was examined and keeps the rest in %s", s.out, s.dir.upper()), true
 	case stoppedAtLimit(st.Incomplete):
-		return "the agent was stopped at the upper layer's limit: the change set is staged, not applied", true
+		return fmt.Sprintf("the agent was stopped at a limit of its upper layer (see the incomplete reasons): what it wrote is kept in %s, staged, not applied", s.dir), true
 	case st.Exit.Interrupt != "":
 		return fmt.Sprintf("the run was interrupted (%s): the change set is staged, not applied", st.Exit.Interrupt), true
 	}

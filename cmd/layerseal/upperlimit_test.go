@@ -37,7 +37,7 @@ func TestMaxUpperStopsAgent(t *testing.T) {
 		"the agent's upper layer reached its limit: stopping the agent",
 		"incomplete: upper-limit: the agent was stopped when its upper layer took ",
 		"over the limit of 8 MiB (max_upper)",
-		"the change set is staged, not applied",
+		"the agent was stopped at a limit of its upper layer (see the incomplete reasons): what it wrote is kept in " + e.state,
 		"staged, not applied: `layerseal diff",
 	} {
 		if !strings.Contains(log, want) {
