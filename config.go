@@ -65,7 +65,7 @@ func PolicyFrom(c *policy.Config, allow []*policy.Glob, base attest.Policy) atte
 		for _, v := range []struct {
 			dst *int64
 			src int64
-		}{{&p.DigestCap, c.DigestCap}, {&p.MaxDirEntries, c.MaxEntriesPerDir}, {&p.MaxEntries, c.Entries}} {
+		}{{&p.DigestCap, c.DigestCap}, {&p.MaxDirEntries, c.MaxEntriesPerDir}, {&p.MaxEntries, c.Entries}, {&p.MaxUpper, c.MaxUpper}, {&p.MinFree, c.MinFree}} {
 			if *v.dst == 0 {
 				*v.dst = v.src
 			}

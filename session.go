@@ -49,7 +49,7 @@ type RunConfig struct {
 	Out       string         // where launch.json and statement.json go
 	StateDir  string         // DefaultStateDir when empty
 	Process   specs.Process  // the agent; see DefaultProcess
-	Policy    attest.Policy  // DefaultPolicy's values where zero
+	Policy    attest.Policy  // DefaultPolicy's values where zero; a negative MinFree keeps no reserve
 	Sandbox   nsrun.Sandbox  // the agent's confinement beyond the workspace
 	// Stdin, Stdout and Stderr are the agent's; where one is a terminal the
 	// agent gets a pseudo-terminal of its own instead (see nsrun.Start).
@@ -182,6 +182,7 @@ type session struct {
 	mapped     func() (bool, error)
 	stamped    bool
 	stampedErr error
+	upperLimit []attest.Reason // why the upper layer's watcher stopped the agent, if it did
 }
 
 func prepare(cfg RunConfig) (*session, error) {
@@ -263,6 +264,10 @@ func prepare(cfg RunConfig) (*session, error) {
 	s.cfg = cfg
 	s.cfg.Policy = fillPolicy(cfg.Policy)
 	if s.cfg.Policy.Protect, err = protectGitHooks(s.ws, s.cfg.Policy.Protect); err != nil {
+		s.wsDir.Close()
+		return nil, err
+	}
+	if err := s.prepareUpperLimit(); err != nil {
 		s.wsDir.Close()
 		return nil, err
 	}
@@ -480,7 +485,9 @@ func (s *session) run() (*RunResult, error) {
 		s.dropLogs()
 		return nil, &SetupError{err}
 	}
+	upper := s.watchUpper(r.Kill)
 	res, err := r.Wait()
+	s.upperLimit = upper.end()
 	s.cp = cps.end()
 	os.Remove(filepath.Join(s.out, CheckpointDir)) // only when no checkpoint was taken
 	s.intr.fromTerminal(r.Interrupted(), r.Killed())
@@ -575,7 +582,7 @@ func (s *session) finish(id string, res nsrun.Result, lostEnd bool) (*RunResult,
 	if res.Signal != 0 {
 		out.Exit = attest.Exit{Code: 128 + res.Signal, Signal: unix.SignalName(unix.Signal(res.Signal))}
 	}
-	reasons := append(append([]attest.Reason(nil), s.submount...), s.sandbox.Reasons()...)
+	reasons := append(append(append([]attest.Reason(nil), s.submount...), s.sandbox.Reasons()...), s.upperLimit...)
 	for _, m := range res.Mounts {
 		reasons = append(reasons, attest.Reason{Code: attest.AgentMount, Path: m.Path, Detail: m.Detail})
 	}
@@ -593,9 +600,13 @@ func (s *session) finish(id string, res nsrun.Result, lostEnd bool) (*RunResult,
 	}
 	switch {
 	case killed && lostEnd:
+		who := "a second Ctrl-C"
+		if len(s.upperLimit) > 0 {
+			who = "the upper layer's limit"
+		}
 		out.Exit = attest.Exit{Code: 128 + int(unix.SIGKILL), Signal: "SIGKILL", Interrupt: out.Exit.Interrupt}
 		reasons = append(reasons, attest.Reason{Code: attest.UnobservedEnd,
-			Detail: "a second Ctrl-C stopped the run: the agent's namespace was killed (SIGKILL) before it could report how the agent ended or audit its mounts"})
+			Detail: who + " stopped the run: the agent's namespace was killed (SIGKILL) before it could report how the agent ended or audit its mounts"})
 	case killed:
 		// Init killed the namespace and reported: the agent's end (SIGKILL)
 		// and the mount audit are as it saw them.

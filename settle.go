@@ -52,6 +52,8 @@ func (s *session) staging(st *attest.Statement) (why string, staged bool) {
 		return fmt.Sprintf("the workspace path %q no longer leads to the directory the session started on: nothing is applied; the change set is kept in %s (`layerseal diff %s` shows it, `layerseal discard %s` drops it)", s.ws, s.dir, s.out, s.out), true
 	case unexamined(st.Incomplete):
 		return fmt.Sprintf("parts of the upper layer were not examined (see the incomplete reasons): nothing is applied automatically; `layerseal apply %s` applies what was examined and keeps the rest in %s", s.out, s.dir.upper()), true
+	case stoppedAtLimit(st.Incomplete):
+		return fmt.Sprintf("the agent was stopped at a limit of its upper layer (see the incomplete reasons): what it wrote is kept in %s, staged, not applied", s.dir), true
 	case interruptEnded(st.Exit):
 		return fmt.Sprintf("the run was interrupted (%s) and the agent ended by it: the change set is staged, not applied", st.Exit.Interrupt), true
 	}

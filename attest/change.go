@@ -106,6 +106,10 @@ const (
 	// was read, not necessarily the launch-time state, and applying would
 	// overwrite that edit.
 	Conflict Code = "conflict"
+	// UpperLimit: the agent was stopped because its upper layer reached
+	// the policy's MaxUpper, or the state dir's filesystem fell under its
+	// MinFree reserve; the statement is of what it wrote until then.
+	UpperLimit Code = "upper-limit"
 )
 
 // Unexamined reports whether a reason with code c means part of the upper

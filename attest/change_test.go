@@ -28,6 +28,7 @@ func TestCodeBehaviour(t *testing.T) {
 		{SandboxWeakened, false, false, false},
 		{PathLimit, true, false, true},
 		{Conflict, false, false, false},
+		{UpperLimit, false, false, false},
 	} {
 		if c.code.Unexamined() != c.unexamined || c.code.Transient() != c.transient || c.code.Cut() != c.cut {
 			t.Errorf("%s: unexamined %v, transient %v, cut %v; want %v, %v, %v", c.code,

@@ -31,7 +31,13 @@ import (
 //	               "time_budget": Go duration string, "exclude","protect": arrays of paths,
 //	               "allow": array of paths, "config_sha256": lowercase hex (omitted
 //	               when no config file was read), "checkpoint_every": Go duration
-//	               string, "apply": "auto", "stage" or "always"}
+//	               string, "apply": "auto", "stage" or "always", then, each
+//	               omitted when 0 (and in every record made before they existed):
+//	               "max_upper": decimal string, the most bytes the session's
+//	               upper layer may take on disk before the agent is stopped;
+//	               "min_free": decimal string, the bytes of free space the
+//	               state dir's filesystem keeps: the agent is stopped when less
+//	               is left}
 //	tool_version  string
 //	started       RFC 3339 UTC time with nanoseconds, trailing zeros dropped
 type LaunchRecord struct {
@@ -89,6 +95,12 @@ type Policy struct {
 	// unless the run had violations, a non-zero exit or a signal ("auto"
 	// in JSON; decoded as empty).
 	Apply string
+	// MaxUpper is the most bytes the upper layer may take on disk; the
+	// agent is stopped past it. 0 means no limit.
+	MaxUpper int64
+	// MinFree is the free space, in bytes, the state dir's filesystem
+	// keeps: the agent is stopped when less is left. 0 means none.
+	MinFree int64
 }
 
 // NewSessionID returns a random 128-bit session ID in lowercase hex.
@@ -140,6 +152,8 @@ type policyJSON struct {
 	ConfigDigest    string `json:"config_sha256,omitempty"`
 	CheckpointEvery string `json:"checkpoint_every"`
 	Apply           string `json:"apply"`
+	MaxUpper        int64  `json:"max_upper,omitzero,string"`
+	MinFree         int64  `json:"min_free,omitzero,string"`
 }
 
 func toBytes(ss []string) []Bytes {
@@ -294,6 +308,9 @@ func (l *LaunchRecord) validate() error {
 	if p.ConfigDigest != nil && len(p.ConfigDigest) != 32 {
 		return fmt.Errorf("policy config digest of %d bytes", len(p.ConfigDigest))
 	}
+	if p.MaxUpper < 0 || p.MinFree < 0 {
+		return fmt.Errorf("policy has a negative upper layer limit (max upper %d, min free %d)", p.MaxUpper, p.MinFree)
+	}
 	if p.CheckpointEvery < 0 {
 		return fmt.Errorf("policy checkpoint interval %s is negative", p.CheckpointEvery)
 	}
@@ -315,6 +332,7 @@ func (p Policy) toJSON() policyJSON {
 		DigestCap: p.DigestCap, MaxEntries: p.MaxEntries, MaxDirEntries: p.MaxDirEntries,
 		TimeBudget: p.TimeBudget.String(), Exclude: p.Exclude, Protect: p.Protect, Allow: p.Allow,
 		ConfigDigest: hexOrEmpty(p.ConfigDigest), CheckpointEvery: p.CheckpointEvery.String(), Apply: apply,
+		MaxUpper: p.MaxUpper, MinFree: p.MinFree,
 	}
 }
 
@@ -326,7 +344,7 @@ func (j policyJSON) fromJSON(budget time.Duration) (Policy, error) {
 	p := Policy{
 		DigestCap: j.DigestCap, MaxEntries: j.MaxEntries, MaxDirEntries: j.MaxDirEntries, TimeBudget: budget,
 		Exclude: nilIfEmpty(j.Exclude), Protect: nilIfEmpty(j.Protect), Allow: nilIfEmpty(j.Allow),
-		CheckpointEvery: every, Apply: j.Apply,
+		CheckpointEvery: every, Apply: j.Apply, MaxUpper: j.MaxUpper, MinFree: j.MinFree,
 	}
 	if p.Apply == "auto" {
 		p.Apply = ""

@@ -464,7 +464,7 @@ var knownCodes = map[Code]bool{
 	NoMountID: true, OtherMount: true, Submount: true, Unreadable: true, Vanished: true,
 	DigestCap: true, EntryBudget: true, TimeBudget: true, DirEntryLimit: true, RootMissing: true,
 	LowerChanged: true, AgentMount: true, AgentOutlived: true, CapSysAdmin: true, UnobservedEnd: true,
-	Unstable: true, SandboxWeakened: true, PathLimit: true, Conflict: true,
+	Unstable: true, SandboxWeakened: true, PathLimit: true, Conflict: true, UpperLimit: true,
 }
 
 var knownTypes = map[Type]bool{

@@ -43,6 +43,8 @@ const (
 //	checkpoint_every: 0s        # Go duration; 0 disables interval checkpoints
 //	apply: auto                 # auto | stage | always
 //	log: /var/lib/layerseal/log # anchor each run in this transparency log
+//	max_upper: 10GiB            # stop the agent once its upper layer takes this much disk
+//	min_free: 20GiB             # stop it once the state dir's filesystem has less free
 //
 // Every key is optional; zero values mean layerseal's defaults. Unknown or
 // repeated keys, values of the wrong kind, negative limits and globs that
@@ -58,7 +60,9 @@ type Config struct {
 	Apply            string // ApplyAuto (also when not given), ApplyStage or ApplyAlways
 	// Log is the transparency log directory each run is anchored in
 	// (relative to the workspace); "" for none.
-	Log string
+	Log      string
+	MaxUpper int64 // max_upper; 0 when not given
+	MinFree  int64 // min_free; 0 when not given
 	// Digest is the SHA-256 of the file's bytes; nil for a config that was
 	// not read from a file.
 	Digest []byte
@@ -73,6 +77,8 @@ type fileConfig struct {
 	CheckpointEvery  duration   `yaml:"checkpoint_every"`
 	Apply            applyMode  `yaml:"apply"`
 	Log              string     `yaml:"log"`
+	MaxUpper         sizeValue  `yaml:"max_upper"`
+	MinFree          sizeValue  `yaml:"min_free"`
 }
 
 type budgetYAML struct {
@@ -226,6 +232,7 @@ func Parse(name string, data []byte) (*Config, error) {
 		c.Apply = string(f.Apply)
 	}
 	c.Log = f.Log
+	c.MaxUpper, c.MinFree = f.MaxUpper.n, f.MinFree.n
 	return c, nil
 }
 
@@ -244,7 +251,7 @@ func cleanYAMLError(err error) error {
 		msgs = te.Errors
 	}
 	for i, m := range msgs {
-		m = unknownField.ReplaceAllString(m, "unknown key \"$1\" (the keys are exclude, protected, digest_cap, max_entries_per_dir, budget (entries, time), checkpoint_every, apply, log)")
+		m = unknownField.ReplaceAllString(m, "unknown key \"$1\" (the keys are exclude, protected, digest_cap, max_entries_per_dir, budget (entries, time), checkpoint_every, apply, log, max_upper, min_free)")
 		m = wrongKind.ReplaceAllString(m, "$2 is not a value this key takes")
 		msgs[i] = m
 	}

@@ -79,6 +79,8 @@ func runCommand() *cli.Command {
 			&cli.IntFlag{Name: "preserve-fds", Usage: "pass `N` descriptors after stdin, stdout and stderr (3 .. 3+N-1) on to the agent; all others are closed", DefaultText: "none"},
 			&cli.StringFlag{Name: "memory", Usage: "memory limit of the agent's cgroup, such as `4GiB`", DefaultText: "no limit"},
 			&cli.Int64Flag{Name: "pids", Usage: "most processes and threads the agent may have at once (`N`)", DefaultText: "no limit"},
+			&cli.StringFlag{Name: "max-upper", Usage: "stop the agent once its changes (the upper layer) take `SIZE` on disk, such as 10GiB; what it wrote is attested and staged (also max_upper: in layerseal.yaml)", DefaultText: "no limit"},
+			&cli.StringFlag{Name: "min-free", Usage: "stop the agent once the state dir's filesystem has less than `SIZE` free; 0 keeps no reserve (also min_free: in layerseal.yaml)", DefaultText: "5% of its size"},
 			&cli.StringFlag{Name: "seccomp", Value: "default", Usage: "system call filter: default, or `unconfined` to load none (recorded)"},
 			&cli.BoolFlag{Name: "json", Usage: "print the result (exit status, whose it is, statement) as one JSON object, the last line on stdout"},
 			&cli.StringFlag{Name: "log-output", Usage: "keep the agent's stdout and stderr as files stdout and stderr in `DIR` (new or empty, outside the workspace), still shown here; the statement records their digests"},
@@ -112,6 +114,9 @@ func runCommand() *cli.Command {
 					err = fmt.Errorf("%w (a relative command is looked up from the agent's working directory, %s: give its path from there, or an absolute one)", err, orDefault(cfg.Process.Cwd, "the workspace"))
 				}
 				return runStatus(cmd, exitNotFound, "layerseal", "the agent's command was not found; nothing ran and the output dir can be used again", err, nil)
+			case errors.Is(err, layerseal.ErrUnderReserve):
+				err = fmt.Errorf("%w: free space there, give a --state-dir on another filesystem, or a smaller --min-free", err)
+				return runStatus(cmd, exitSetup, "layerseal", "layerseal failed before the agent started; nothing changed", err, nil)
 			case errors.As(err, &setup):
 				return runStatus(cmd, exitSetup, "layerseal", "layerseal failed before the agent started; nothing changed", err, nil)
 			case err != nil:
@@ -283,6 +288,9 @@ func runConfig(cmd *cli.Command) (layerseal.RunConfig, error) {
 			return cfg, usageErr("run: --digest-cap: %v", err)
 		}
 		pol.DigestCap = n
+	}
+	if err := readUpperLimits(cmd, &pol); err != nil {
+		return cfg, err
 	}
 	if pol.MaxEntries < 0 || pol.MaxDirEntries < 0 || pol.TimeBudget < 0 {
 		return cfg, usageErr("run: budgets must not be negative")

@@ -443,10 +443,11 @@ sleep 0.1; echo main > main.txt`,
 					t.Errorf("late.txt written a second after the main process ended, by a process that should have been killed")
 				}
 			}},
-		// The agent fills the state dir's filesystem: the statement still
-		// goes to the output dir; the apply cannot journal, so it applies
-		// nothing, keeps the change set and says how to resume.
-		{name: "fill-the-disk", users: []string{"root", "nobody"}, tree: hostileTree, wsMiB: 32, stateMiB: 4,
+		// The agent fills the state dir's filesystem (no reserve keeps it
+		// from it): the statement still goes to the output dir; the apply
+		// cannot journal, so it applies nothing, keeps the change set and
+		// says how to resume.
+		{name: "fill-the-disk", users: []string{"root", "nobody"}, tree: hostileTree, wsMiB: 32, stateMiB: 4, flags: []string{"--min-free", "0"},
 			script: `dd if=/dev/zero of=big bs=64k count=200 2>/dev/null || echo ENOSPC; echo after > after.txt || true`,
 			exit:   exitSetup, kept: true, noDiff: true,
 			check: func(t *testing.T, r *hostileRun) {

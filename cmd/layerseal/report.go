@@ -198,6 +198,9 @@ func writeLaunch(w io.Writer, l *attest.LaunchRecord, state string) {
 	fmt.Fprintf(w, "sandbox: network %s, seccomp %s, %s\n", l.Sandbox.Network, l.Sandbox.Seccomp, scopesText(l.Sandbox))
 	p := l.Policy
 	fmt.Fprintf(w, "policy: apply %s, digest cap %d bytes, %d entries, %d per directory\n", orDefault(p.Apply, "auto"), p.DigestCap, p.MaxEntries, p.MaxDirEntries)
+	if p.MaxUpper > 0 || p.MinFree > 0 {
+		fmt.Fprintf(w, "upper layer: %s\n", upperLimitText(p))
+	}
 	for _, g := range []struct {
 		what string
 		ps   []attest.Path

@@ -224,6 +224,7 @@ type Stat struct {
 	Size     uint64
 	MtimeNS  int64
 	CtimeNS  int64
+	Blocks   uint64 // st_blocks: 512-byte units allocated
 	// MtimeOutOfRange: the mtime lies outside what MtimeNS can hold
 	// (int64 nanoseconds since the epoch: 1677 to 2262); MtimeNS is then
 	// not the file's mtime.
@@ -268,6 +269,7 @@ func Lstat(dirfd int, name string) (Stat, error) {
 		MtimeNS:         sx.Mtime.Sec*1e9 + int64(sx.Mtime.Nsec),
 		MtimeOutOfRange: !nanosFit(sx.Mtime.Sec, int64(sx.Mtime.Nsec)),
 		CtimeNS:         sx.Ctime.Sec*1e9 + int64(sx.Ctime.Nsec),
+		Blocks:          sx.Blocks,
 		Attributes:      sx.Attributes & sx.Attributes_mask,
 	}
 	if sx.Mask&unix.STATX_MNT_ID != 0 && !mountIDMissing.Load() {
@@ -295,6 +297,7 @@ func lstatOld(dirfd int, name string, flags int) (Stat, error) {
 		Size:            uint64(s.Size),
 		MtimeNS:         s.Mtim.Nano(),
 		CtimeNS:         s.Ctim.Nano(),
+		Blocks:          uint64(s.Blocks),
 		MtimeOutOfRange: !nanosFit(s.Mtim.Sec, s.Mtim.Nsec),
 	}, nil
 }
