@@ -22,14 +22,19 @@ import (
 //
 //	host         Bytes text: the host as the agent asked for it (a DNS
 //	             name or an IP literal, lower-cased, without brackets); at
-//	             most MaxEgressHost bytes
-//	port         decimal string, 0 to 65535: the port asked for; 0 only in
-//	             a refused record (a request that named none)
+//	             most MaxEgressHost bytes; "" when the request named none
+//	             the proxy accepted, and in a record that folds
+//	             connections to many hosts (with port 0, address "")
+//	port         decimal string, 0 to 65535: the port asked for; 0 when
+//	             host is ""
 //	protocol     "connect" (HTTP CONNECT), "http" (a plain HTTP request
-//	             through the proxy) or "socks5"
+//	             through the proxy) or "socks5"; "" only in a refused
+//	             record (the connection was refused before a request was
+//	             read: too many connections, no request, a malformed one)
 //	address      "IP:port" as netip.AddrPort spells it ("[IPv6]:port" for
 //	             IPv6): the address the proxy connected to, or the first
-//	             resolved address it refused; "" when nothing resolved
+//	             resolved address it refused; "" when nothing resolved (and
+//	             when host is "")
 //	allowed      bool: the proxy connected
 //	reason       Bytes text: why the proxy refused; "" exactly when allowed;
 //	             at most MaxEgressReason bytes
@@ -63,12 +68,16 @@ import (
 // rest of the predicate, and covered by the signature (in a checkpoint,
 // by its log leaf too: see CheckpointLeaf).
 //
-// Records only grow: each checkpoint's records, and the final
-// statement's, hold every record of the checkpoint before (the same host,
-// port, protocol, outcome, reason and first) with no fewer bytes either
-// way, no fewer connections and a last no earlier (EgressExtends: the
-// address may differ, as a folded record's may);
-// VerifyChain and CheckStatementHead check it.
+// Records only grow. A record's key is its host, port, protocol, outcome
+// and reason; its group, its protocol, outcome and reason. From one
+// checkpoint to the next, and from the last checkpoint to the final
+// statement, for each key the connections, bytes sent and bytes received
+// of its records (summed) never decrease, except that what a key loses
+// may move to the folded record of its group (host "", port 0), which
+// must then have grown by at least as much (the proxy folds connections
+// beyond its bound into that record, the one still open included). A
+// record's first and last may change as it folds. VerifyChain and
+// CheckStatementHead check this (EgressExtends).
 type Egress struct {
 	// Host is the destination as the agent asked for it: a DNS name or an
 	// IP literal, lower-cased, without brackets.
@@ -200,10 +209,12 @@ func (e *Egress) Valid() error {
 	switch {
 	case len(e.Host) > MaxEgressHost || strings.IndexByte(e.Host, 0) >= 0:
 		return fmt.Errorf("egress host %.64q: over %d bytes, or holds NUL", e.Host, MaxEgressHost)
-	case e.Protocol != EgressConnect && e.Protocol != EgressHTTP && e.Protocol != EgressSOCKS5:
+	case e.Protocol != EgressConnect && e.Protocol != EgressHTTP && e.Protocol != EgressSOCKS5 && (e.Allowed || e.Protocol != ""):
 		return fmt.Errorf("egress %s: protocol %q is not one of %q", hostPort(e.Host, e.Port), e.Protocol,
 			[]string{EgressConnect, EgressHTTP, EgressSOCKS5})
-	case e.Allowed && (e.Reason != "" || e.Port == 0 || e.Address == ""):
+	case e.Host == "" && (e.Port != 0 || e.Address != ""):
+		return fmt.Errorf("egress record without a host has port %d, address %q", e.Port, e.Address)
+	case e.Allowed && (e.Reason != "" || e.Host != "" && (e.Port == 0 || e.Address == "")):
 		return fmt.Errorf("egress %s: allowed with reason %q, port %d, address %q", hostPort(e.Host, e.Port), e.Reason, e.Port, e.Address)
 	case !e.Allowed && e.Reason == "":
 		return fmt.Errorf("egress %s: refused without a reason", hostPort(e.Host, e.Port))
@@ -244,26 +255,98 @@ func validateEgress(es []Egress) error {
 
 // EgressExtends reports whether later (a later checkpoint's records, or
 // the final statement's) extends earlier (a checkpoint's), both valid:
-// every record of earlier has one in later that compares equal
-// (CompareEgress), with no fewer bytes sent or received, no fewer connections and a last no earlier. It returns nil,
-// or an error naming the first record that is missing or shrank. It costs
-// one pass over both.
+// for each key (host, port, protocol, outcome, reason) the sums of
+// connections, bytes sent and bytes received do not decrease, but for
+// what moved to the folded record (host "", port 0) of the same
+// protocol, outcome and reason, which grew by at least that much. It
+// returns nil, or an error naming a key whose records shrank. It costs
+// O(n log n) in the records.
 func EgressExtends(earlier, later []Egress) error {
-	j := 0
+	type key struct {
+		host     string
+		port     uint16
+		protocol string
+		allowed  bool
+		reason   string
+	}
+	add := func(m map[key]*sums, e Egress) {
+		k := key{e.Host, e.Port, e.Protocol, e.Allowed, e.Reason}
+		if m[k] == nil {
+			m[k] = &sums{}
+		}
+		m[k][0] += e.Connections
+		m[k][1] += e.Sent
+		m[k][2] += e.Received
+	}
+	before, after := map[key]*sums{}, map[key]*sums{}
 	for _, e := range earlier {
-		for j < len(later) && CompareEgress(later[j], e) < 0 {
-			j++
+		add(before, e)
+	}
+	for _, e := range later {
+		add(after, e)
+	}
+	group := func(k key) key { return key{protocol: k.protocol, allowed: k.allowed, reason: k.reason} }
+	lost := map[key]*sums{} // per group: what its keys lost
+	keys := make([]key, 0, len(before))
+	for k := range before {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b key) int {
+		return CompareEgress(Egress{Host: a.host, Port: a.port, Protocol: a.protocol, Allowed: a.allowed, Reason: a.reason},
+			Egress{Host: b.host, Port: b.port, Protocol: b.protocol, Allowed: b.allowed, Reason: b.reason})
+	})
+	what := [3]string{"connections", "bytes sent", "bytes received"}
+	for _, k := range keys {
+		b, a := before[k], after[k]
+		if a == nil {
+			a = &sums{}
 		}
-		if j == len(later) || CompareEgress(later[j], e) != 0 {
-			return fmt.Errorf("egress record %s first seen %s is missing later", e, formatTime(e.First))
+		g := group(k)
+		for i := range b {
+			if a[i] >= b[i] {
+				continue
+			}
+			if k == g {
+				return fmt.Errorf("egress records of %s: %s went from %d to %d", Egress{Protocol: k.protocol, Allowed: k.allowed, Reason: k.reason}, what[i], b[i], a[i])
+			}
+			if lost[g] == nil {
+				lost[g] = &sums{}
+			}
+			lost[g][i] += b[i] - a[i]
 		}
-		l := later[j]
-		if l.Sent < e.Sent || l.Received < e.Received || l.Connections < e.Connections || l.Last.Before(e.Last) {
-			return fmt.Errorf("egress record %s first seen %s shrank later (sent %d to %d, received %d to %d, connections %d to %d)",
-				e, formatTime(e.First), e.Sent, l.Sent, e.Received, l.Received, e.Connections, l.Connections)
+	}
+	for _, k := range keys {
+		g := group(k)
+		if lost[g] == nil {
+			continue
+		}
+		var grew sums
+		if a := after[g]; a != nil {
+			grew = *a
+		}
+		if b := before[g]; b != nil {
+			for i := range grew {
+				grew[i] -= min(grew[i], b[i]) // b <= grew, checked above
+			}
+		}
+		for i := range grew {
+			if lost[g][i] > grew[i] {
+				return fmt.Errorf("egress records of %s: %s went from %d to %d, and the folded record did not gain them",
+					Egress{Host: k.host, Port: k.port, Protocol: k.protocol, Allowed: k.allowed, Reason: k.reason}, what[i], before[k][i], valueOr(after[k], i))
+			}
 		}
 	}
 	return nil
+}
+
+// sums are a key's connections, bytes sent and bytes received.
+type sums [3]uint64
+
+func valueOr(s *sums, i int) uint64 {
+	if s == nil {
+		return 0
+	}
+	return s[i]
 }
 
 // SortEgress sorts records by CompareEgress and merges records that

@@ -328,3 +328,36 @@ func TestSandboxAllowNet(t *testing.T) {
 		}
 	}
 }
+
+// TestEgressExtendsFolding: what a key loses may move to the folded
+// record of its protocol, outcome and reason, and nowhere else.
+func TestEgressExtendsFolding(t *testing.T) {
+	open := sampleEgress()[0] // still open at the checkpoint
+	open.Sent, open.Received = 100, 10
+	kept := sampleEgress()[1]
+	folded := Egress{Protocol: EgressConnect, Allowed: true, Sent: 150, Received: 20, Connections: 2, First: open.First, Last: open.Last}
+	earlier := SortEgress([]Egress{open, kept})
+	if err := EgressExtends(earlier, SortEgress([]Egress{kept, folded})); err != nil {
+		t.Errorf("open record folded: %v", err)
+	}
+	short := folded
+	short.Received = 9
+	if err := EgressExtends(earlier, SortEgress([]Egress{kept, short})); err == nil {
+		t.Error("folded record that did not gain what the key lost accepted")
+	}
+	other := folded
+	other.Protocol = EgressSOCKS5
+	if err := EgressExtends(earlier, SortEgress([]Egress{kept, other})); err == nil {
+		t.Error("record folded into another protocol's record accepted")
+	}
+	before := SortEgress([]Egress{kept, folded})
+	lessFolded := folded
+	lessFolded.Connections = 1
+	if err := EgressExtends(before, SortEgress([]Egress{kept, lessFolded})); err == nil {
+		t.Error("folded record that lost a connection accepted")
+	}
+	// Merged duplicates keep every count.
+	if got := SortEgress([]Egress{kept, kept}); len(got) != 1 || got[0].Connections != 2 {
+		t.Errorf("SortEgress of a repeated record: %+v", got)
+	}
+}
