@@ -14,6 +14,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/layerseal/layerseal/attest"
+	"github.com/layerseal/layerseal/egress"
 )
 
 // FileName is the configuration file layerseal looks for in the workspace
@@ -43,6 +44,7 @@ const (
 //	checkpoint_every: 0s        # Go duration; 0 disables interval checkpoints
 //	apply: auto                 # auto | stage | always
 //	log: /var/lib/layerseal/log # anchor each run in this transparency log
+//	network: {allow: [api.example.com, "127.0.0.1:8080"]} # proxied, to these only
 //
 // Every key is optional; zero values mean layerseal's defaults. Unknown or
 // repeated keys, values of the wrong kind, negative limits and globs that
@@ -59,6 +61,9 @@ type Config struct {
 	// Log is the transparency log directory each run is anchored in
 	// (relative to the workspace); "" for none.
 	Log string
+	// AllowNet are the destinations the agent may reach through the
+	// proxy (network: {allow: [...]}); any selects the proxied network.
+	AllowNet []egress.Allow
 	// Digest is the SHA-256 of the file's bytes; nil for a config that was
 	// not read from a file.
 	Digest []byte
@@ -73,6 +78,7 @@ type fileConfig struct {
 	CheckpointEvery  duration   `yaml:"checkpoint_every"`
 	Apply            applyMode  `yaml:"apply"`
 	Log              string     `yaml:"log"`
+	Network          netYAML    `yaml:"network"`
 }
 
 type budgetYAML struct {
@@ -226,6 +232,7 @@ func Parse(name string, data []byte) (*Config, error) {
 		c.Apply = string(f.Apply)
 	}
 	c.Log = f.Log
+	c.AllowNet = f.Network.Allow
 	return c, nil
 }
 
@@ -244,7 +251,7 @@ func cleanYAMLError(err error) error {
 		msgs = te.Errors
 	}
 	for i, m := range msgs {
-		m = unknownField.ReplaceAllString(m, "unknown key \"$1\" (the keys are exclude, protected, digest_cap, max_entries_per_dir, budget (entries, time), checkpoint_every, apply, log)")
+		m = unknownField.ReplaceAllString(m, "unknown key \"$1\" (the keys are exclude, protected, digest_cap, max_entries_per_dir, budget (entries, time), checkpoint_every, apply, log, network (allow))")
 		m = wrongKind.ReplaceAllString(m, "$2 is not a value this key takes")
 		msgs[i] = m
 	}
