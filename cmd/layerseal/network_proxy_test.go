@@ -9,9 +9,12 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/layerseal/layerseal/attest"
 )
 
 // fetchEnv makes the test binary, run as the agent, fetch each URL it is
@@ -216,5 +219,50 @@ env | grep -i _proxy= | sort > SYNC/env`, "SYNC", sync)
 	launch := e.cliCheck(0, "show", filepath.Join(out, "launch.json"))
 	if !strings.Contains(launch, "sandbox: network proxy") || !strings.Contains(launch, "network allowed: "+allowed) {
 		t.Errorf("show launch:\n%s", launch)
+	}
+
+	// The statement re-signed with the operator's key, without the
+	// allowed connection or with its bytes shrunk, fails against the
+	// checkpoint that recorded it.
+	signer, err := attest.LoadPrivateKey(e.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stEnv, err := os.ReadFile(filepath.Join(out, "statement.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, edit := range map[string]func([]attest.Egress) []attest.Egress{
+		"allowed record dropped": func(es []attest.Egress) []attest.Egress {
+			return slices.DeleteFunc(es, func(r attest.Egress) bool { return r.Allowed })
+		},
+		"bytes shrunk": func(es []attest.Egress) []attest.Egress {
+			for i := range es {
+				if es[i].Allowed {
+					es[i].Received = 0
+				}
+			}
+			return es
+		},
+	} {
+		st, err := attest.ReadStatement(stEnv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st.Egress = edit(st.Egress)
+		forged, err := attest.SignStatement(signer, st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir := filepath.Join(e.dir, "forged-"+strings.ReplaceAll(name, " ", "-"))
+		if err := os.CopyFS(dir, os.DirFS(out)); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "statement.json"), forged, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if got := e.cliCheck(exitFailed, "verify", "--key", e.pub, filepath.Join(dir, "statement.json")); !strings.Contains(got, "egress") {
+			t.Errorf("%s: verify failed without naming the egress records:\n%s", name, got)
+		}
 	}
 }
