@@ -182,4 +182,3 @@ func check(err error) {
 		os.Exit(1)
 	}
 }
-
