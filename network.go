@@ -21,7 +21,7 @@ import (
 //     only loopback; nothing of the host's network is reachable, its
 //     loopback services included.
 //   - "proxy": the same, plus a proxy the supervisor serves outside the
-//     namespace, reached at 127.0.0.1:3128 inside it, that
+//     namespace, reached at 127.0.0.1:nsrun.ProxyPort inside it, that
 //     connects only to RunConfig.AllowNet (see package egress) and records
 //     every connection: the statement and each checkpoint carry the
 //     records (attest.Egress), the launch record the allow list.
@@ -32,19 +32,6 @@ const (
 	NetworkProxy = "proxy"
 	NetworkHost  = "host"
 )
-
-// agentProxyPort is the port of the proxy's listener on the loopback
-// interface of the agent's namespace (nsrun makes the listener).
-const agentProxyPort = 3128
-
-// proxyListener is the listener nsrun made in the agent's namespace for
-// the proxy, or nil when it made none.
-func proxyListener(r any) net.Listener {
-	if p, ok := r.(interface{ ProxyListener() net.Listener }); ok {
-		return p.ProxyListener()
-	}
-	return nil
-}
 
 // ProxyEnvNames are the environment variables a session sets for an agent
 // on the proxied network, unless the process sets them: HTTP_PROXY,
@@ -98,7 +85,7 @@ func checkNetwork(cfg *RunConfig) error {
 	if cfg.Process.Env == nil {
 		cfg.Process.Env = nsrun.DefaultEnv(cfg.Process.User.UID, os.Getenv("TERM"))
 	}
-	cfg.Process.Env = proxyEnv(cfg.Process.Env, agentProxyPort)
+	cfg.Process.Env = proxyEnv(cfg.Process.Env, nsrun.ProxyPort)
 	return nil
 }
 
@@ -158,7 +145,7 @@ func (s *session) startNetwork(r *nsrun.Run, ready *nsrun.Ready) error {
 		return nil
 	}
 	ready.Sandbox.AllowNet = allowList(s.cfg.AllowNet)
-	l := proxyListener(r)
+	l := r.ProxyListener()
 	if l == nil {
 		return errors.New("the agent's network namespace has no proxy listener")
 	}

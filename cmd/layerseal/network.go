@@ -67,8 +67,9 @@ func writeEgress(w io.Writer, prefix string, es []attest.Egress) {
 		if !e.Allowed {
 			outcome = "refused"
 		}
-		fmt.Fprintf(w, "%s  %-32s %-8s %-9s %10d %10d %5d  %s\n", prefix, dest, orDefault(e.Protocol, "-"), outcome,
+		line := fmt.Sprintf("%s  %-32s %-8s %-9s %10d %10d %5d  %s", prefix, dest, orDefault(e.Protocol, "-"), outcome,
 			e.Sent, e.Received, e.Connections, printable(e.Reason))
+		fmt.Fprintln(w, strings.TrimRight(line, " "))
 	}
 }
 

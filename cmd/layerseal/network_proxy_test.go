@@ -182,7 +182,7 @@ env | grep -i _proxy= | sort > SYNC/env`, "SYNC", sync)
 			t.Errorf("the agent's environment lacks %s:\n%s", v, env)
 		}
 	}
-	if !strings.Contains(log.String(), "layerseal: egress refused: "+other+" (host not allowed)") {
+	if !strings.Contains(log.String(), "layerseal: egress refused: "+other+" (port not allowed)") {
 		t.Errorf("no refusal on the run's output:\n%s", log)
 	}
 
@@ -203,13 +203,16 @@ env | grep -i _proxy= | sort > SYNC/env`, "SYNC", sync)
 	for _, r := range shown.Egress {
 		hp := net.JoinHostPort(r.Host, fmt.Sprint(r.Port))
 		sawAllowed = sawAllowed || hp == allowed && r.Allowed && r.Received > 0
-		sawRefused = sawRefused || hp == other && !r.Allowed && r.Reason == "host not allowed"
+		sawRefused = sawRefused || hp == other && !r.Allowed && r.Reason == "port not allowed"
 	}
 	if !sawAllowed || !sawRefused {
 		t.Errorf("statement egress: %+v", shown.Egress)
 	}
 	if got := e.cliCheck(0, "show", out); !strings.Contains(got, "refused") || !strings.Contains(got, allowed) {
 		t.Errorf("show:\n%s", got)
+	}
+	if got := e.cliCheck(0, "show", filepath.Join(out, "checkpoints", "000001.json")); !strings.Contains(got, "egress: 1 record(s)") {
+		t.Errorf("show checkpoint 1:\n%s", got)
 	}
 	cp := e.cliCheck(0, "show", "--json", filepath.Join(out, "checkpoints", "000001.json"))
 	if !strings.Contains(cp, `"host":"127.0.0.1"`) || strings.Contains(cp, fmt.Sprint(other[strings.LastIndexByte(other, ':')+1:])+`,"protocol"`) {
@@ -261,8 +264,9 @@ env | grep -i _proxy= | sort > SYNC/env`, "SYNC", sync)
 		if err := os.WriteFile(filepath.Join(dir, "statement.json"), forged, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if got := e.cliCheck(exitFailed, "verify", "--key", e.pub, filepath.Join(dir, "statement.json")); !strings.Contains(got, "egress") {
-			t.Errorf("%s: verify failed without naming the egress records:\n%s", name, got)
+		code, stdout, stderr := e.cli("verify", "--key", e.pub, filepath.Join(dir, "statement.json"))
+		if code != exitFailed || !strings.Contains(stderr, "egress") {
+			t.Errorf("%s: verify exit %d, want %d naming the egress records:\n%s%s", name, code, exitFailed, stdout, stderr)
 		}
 	}
 }
