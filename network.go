@@ -33,11 +33,11 @@ const (
 	NetworkHost  = "host"
 )
 
-// ProxyEnvNames are the environment variables a session sets for an agent
+// proxyEnvNames are the environment variables a session sets for an agent
 // on the proxied network, unless the process sets them: HTTP_PROXY,
 // HTTPS_PROXY, ALL_PROXY (socks5h://, so that names are resolved by the
 // proxy), NO_PROXY (loopback) and their lower-case forms.
-func ProxyEnvNames() []string {
+func proxyEnvNames() []string {
 	return []string{"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "all_proxy", "no_proxy"}
 }
 
@@ -50,7 +50,7 @@ func proxyEnv(env []string, port int) []string {
 		"ALL_PROXY": "socks5h://" + addr, "NO_PROXY": "localhost,127.0.0.1,::1",
 	}
 	out := append([]string(nil), env...)
-	for _, name := range ProxyEnvNames() {
+	for _, name := range proxyEnvNames() {
 		if envHas(env, name) {
 			continue
 		}
