@@ -60,6 +60,8 @@ type checkpointer struct {
 	head     []byte          // SHA-256 of the last checkpoint's envelope file
 	broken   error           // a checkpoint was signed but not written: the chain ends before it
 	readHook func()          // tests: called for every walk of the upper layer
+
+	egress func() []attest.Egress // the proxy's records so far; nil without a proxy
 }
 
 // take takes one checkpoint: a probe of the upper layer; when it equals
@@ -109,6 +111,9 @@ func (c *checkpointer) take() (*CheckpointResult, error) {
 		cp.Stats = attest.Stats{UpperEntries: uint64(ch.Stats.UpperEntries), LowerEntries: uint64(ch.Stats.LowerEntries), BytesHashed: hashed}
 		c.digests.close()
 		c.digests = cache
+	}
+	if c.egress != nil {
+		cp.Egress = c.egress()
 	}
 	env, err := c.log.Append(c.key, &cp)
 	if err != nil {

@@ -55,6 +55,7 @@ func (s *session) startCheckpoints(id string) (*checkpoints, error) {
 	cp := &checkpointer{
 		r: s.reader, key: s.cfg.Key, dir: dir,
 		changes: filepath.Join(string(s.dir), checkpointChangesFile),
+		egress:  s.egressRecords,
 	}
 	cp.base.SessionID, cp.base.Launch, cp.base.Workspace = id, sha(s.launch), attest.Bytes(s.ws)
 	if stamped, err := s.mappedStamped(); err != nil || !stamped {

@@ -80,14 +80,21 @@ func (s *Store) Recover(out string, key *attest.Signer) (*attest.Statement, erro
 	// the statement then verifies with it. A chain that does not verify
 	// is not bound, and the reason says so.
 	chain, err := attest.ReadChainDir(filepath.Join(rec.Out, CheckpointDir))
+	var cps []*attest.Checkpoint
 	if err == nil && len(chain) > 0 {
-		_, _, err = attest.VerifyChain(chain, key.Public(), launchEnv)
+		cps, _, err = attest.VerifyChain(chain, key.Public(), launchEnv)
 	}
 	switch {
 	case err != nil:
 		detail += fmt.Sprintf("; the checkpoints in %s are not bound: %v", filepath.Join(rec.Out, CheckpointDir), err)
 	case len(chain) > 0:
 		st.CheckpointHead = sha(chain[len(chain)-1])
+		// The proxy's records died with the supervisor: the last
+		// checkpoint's are what is known of them.
+		st.Egress = cps[len(cps)-1].Egress
+	}
+	if launch.Sandbox.Network == NetworkProxy {
+		detail += "; the agent's connections after the last checkpoint are not recorded"
 	}
 	st.Incomplete = sortReasons(append(st.Incomplete, attest.Reason{Code: attest.UnobservedEnd, Detail: detail}))
 	if _, err := sweep(r, st); err != nil {

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/layerseal/layerseal/attest"
+	"github.com/layerseal/layerseal/egress"
 	"github.com/layerseal/layerseal/internal/atomicfile"
 	"github.com/layerseal/layerseal/internal/linux"
 	"github.com/layerseal/layerseal/nsrun"
@@ -72,6 +73,10 @@ type RunConfig struct {
 	// upper layer in the state dir's pruning dir for the caller to remove
 	// with Store.RemovePruned (see ApplyOptions.LeaveRemoval).
 	LeaveRemoval bool
+	// AllowNet are the destinations the agent may reach on the proxied
+	// network (Sandbox.Network "proxy", see NetworkProxy); with another
+	// network they are an error.
+	AllowNet []egress.Allow
 }
 
 // RunResult is what a session produced.
@@ -113,8 +118,8 @@ var DefaultCapabilities = []string{
 // DefaultProcess is the agent process for args when nothing else is said:
 // the given user, the workspace as working directory, a minimal environment,
 // no_new_privileges, and for root DefaultCapabilities, with CAP_NET_RAW
-// added when network is "none" (see nsrun.Sandbox); no capabilities for
-// any other user.
+// added when network is "none" or "proxy", a namespace of its own (see
+// nsrun.Sandbox); no capabilities for any other user.
 func DefaultProcess(args []string, uid, gid uint32, network string) specs.Process {
 	p := specs.Process{
 		Args:            args,
@@ -124,7 +129,7 @@ func DefaultProcess(args []string, uid, gid uint32, network string) specs.Proces
 	caps := []string{}
 	if uid == 0 {
 		caps = slices.Clone(DefaultCapabilities)
-		if network == "none" {
+		if network == NetworkNone || network == NetworkProxy {
 			caps = append(caps, "CAP_NET_RAW")
 		}
 	}
@@ -183,6 +188,7 @@ type session struct {
 	stamped    bool
 	stampedErr error
 	upperLimit []attest.Reason // why the upper layer's watcher stopped the agent, if it did
+	egress     *egressProxy    // on the proxied network, once started
 }
 
 func prepare(cfg RunConfig) (*session, error) {
@@ -198,6 +204,9 @@ func prepare(cfg RunConfig) (*session, error) {
 	}
 	if len(cfg.Process.Args) == 0 {
 		return nil, errors.New("no agent command given")
+	}
+	if err := checkNetwork(&cfg); err != nil {
+		return nil, err
 	}
 	var err error
 	if s.ws, err = resolveDir("workspace", cfg.Workspace); err != nil {
@@ -456,6 +465,10 @@ func (s *session) run() (*RunResult, error) {
 		return nil, &SetupError{err}
 	}
 	ready, err := r.Ready()
+	if err == nil {
+		defer s.endNetwork()
+		err = s.startNetwork(r, &ready)
+	}
 	if err != nil {
 		r.Abort()
 		s.dropEmpty()
@@ -635,6 +648,7 @@ func (s *session) finish(id string, res nsrun.Result, lostEnd bool) (*RunResult,
 	st.Launch = sha(s.launch)
 	st.Exit = out.Exit
 	st.Logs = logs
+	st.Egress = s.stopEgress()
 	st.Incomplete = sortReasons(append(reasons, st.Incomplete...))
 	progress("sweep", attest.Root)
 	excluded, err := sweep(s.reader, st)

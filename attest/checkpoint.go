@@ -52,6 +52,8 @@ const MaxCheckpointSize = MaxStatementSize
 //	removed          paths, sorted by bytes; empty unless base is set
 //	log              {"size": decimal string (= seq), "root": hex,
 //	                  "inclusion": [hex], "consistency": [hex]}
+//	egress           the egress records so far, as in a statement (see
+//	                 Egress); omitted when there are none
 //
 // A checkpoint that walks after another lists only the difference, so a
 // checkpoint costs, in bytes, what changed since the last one, not what
@@ -59,7 +61,7 @@ const MaxCheckpointSize = MaxStatementSize
 // its whole change list and checks it against root.
 //
 // The leaf hash (CheckpointLeaf) covers every member but changes and
-// removed (bound through root) and log.
+// removed (bound through root) and log; egress included.
 type Checkpoint struct {
 	SessionID    string
 	Launch       []byte // SHA-256 of the launch record's envelope file
@@ -82,6 +84,7 @@ type Checkpoint struct {
 	Log          TreeHead // set by CheckpointLog.Append
 	Inclusion    [][]byte // of leaf Seq−1 in Log
 	Consistency  [][]byte // from the head of size Seq−1 to Log
+	Egress       []Egress // the proxy's records so far, sorted by CompareEgress
 }
 
 // TreeHead is the size and root of a checkpoint log.
@@ -107,6 +110,7 @@ type checkpointBodyJSON struct {
 	Complete     bool         `json:"complete"`
 	Incomplete   []reasonJSON `json:"incomplete"`
 	Stats        statsJSON    `json:"stats"`
+	Egress       []egressJSON `json:"egress,omitempty"`
 }
 
 type checkpointJSON struct {
@@ -129,6 +133,7 @@ type checkpointJSON struct {
 	Removed      []Path       `json:"removed"`
 	Stats        statsJSON    `json:"stats"`
 	Log          logJSON      `json:"log"`
+	Egress       []egressJSON `json:"egress,omitempty"`
 }
 
 type logJSON struct {
@@ -144,6 +149,7 @@ func (c *Checkpoint) body() *checkpointBodyJSON {
 		Seq: c.Seq, Taken: formatTime(c.Taken), Probe: hexOrEmpty(c.Probe), ProbeEntries: c.ProbeEntries,
 		Unchanged: c.Unchanged, SameAs: c.SameAs, Base: c.Base, Root: hexOrEmpty(c.Root), Count: c.Count,
 		Complete: c.Complete, Incomplete: make([]reasonJSON, len(c.Incomplete)), Stats: statsJSON(c.Stats),
+		Egress: egressToJSON(c.Egress),
 	}
 	for i, r := range c.Incomplete {
 		b.Incomplete[i] = reasonJSON{Code: r.Code, Path: r.Path, Detail: Bytes(r.Detail)}
@@ -158,7 +164,8 @@ func (c *Checkpoint) toJSON() *checkpointJSON {
 		Taken: b.Taken, Probe: b.Probe, ProbeEntries: b.ProbeEntries, Unchanged: b.Unchanged,
 		SameAs: b.SameAs, Base: b.Base, Root: b.Root, Count: b.Count, Complete: b.Complete, Incomplete: b.Incomplete,
 		Changes: make([]entryJSON, len(c.Entries)), Removed: append([]Path{}, c.Removed...), Stats: b.Stats,
-		Log: logJSON{Size: c.Log.Size, Root: hexOrEmpty(c.Log.Root), Inclusion: hexList(c.Inclusion), Consistency: hexList(c.Consistency)},
+		Log:    logJSON{Size: c.Log.Size, Root: hexOrEmpty(c.Log.Root), Inclusion: hexList(c.Inclusion), Consistency: hexList(c.Consistency)},
+		Egress: b.Egress,
 	}
 	for i := range c.Entries {
 		e := &c.Entries[i]
@@ -220,6 +227,9 @@ func (j *checkpointJSON) fromJSON() (*Checkpoint, error) {
 		c.Entries = append(c.Entries, e)
 	}
 	c.Removed = j.Removed
+	if c.Egress, err = egressFromJSON(j.Egress); err != nil {
+		return nil, err
+	}
 	return c, nil
 }
 
@@ -272,6 +282,9 @@ func (c *Checkpoint) validate() error {
 	}
 	if c.Log.Size != c.Seq || len(c.Log.Root) != 32 {
 		return fmt.Errorf("log of size %d at seq %d", c.Log.Size, c.Seq)
+	}
+	if err := validateEgress(c.Egress); err != nil {
+		return err
 	}
 	return checkTime("taken", c.Taken)
 }
@@ -560,7 +573,8 @@ var ErrChain = errors.New("checkpoint chain broken")
 // missing; that they share session, launch record, key and workspace and
 // were taken in order; that each unchanged one repeats the root, count
 // and reasons of the checkpoint it names, and each that lists a
-// difference resolves to its root (ChangesOf); that each log head is the
+// difference resolves to its root (ChangesOf); that each one's egress
+// records extend the one's before (EgressExtends); that each log head is the
 // root of the leaves so far, recomputed from the checkpoints themselves;
 // and every consistency proof between consecutive heads. With launchEnv
 // not nil the checkpoints must be bound to that launch record. It returns
@@ -595,6 +609,9 @@ func VerifyChain(envs [][]byte, pub PublicKey, launchEnv []byte) ([]*Checkpoint,
 			if c.Taken.Before(out[i-1].Taken) {
 				return nil, nil, fmt.Errorf("%w: checkpoint %d was taken before checkpoint %d", ErrChain, i+1, i)
 			}
+			if err := EgressExtends(out[i-1].Egress, c.Egress); err != nil {
+				return nil, nil, fmt.Errorf("%w: checkpoint %d: %v", ErrChain, i+1, err)
+			}
 		}
 		if err := r.next(c); err != nil {
 			return nil, nil, fmt.Errorf("checkpoint %d: %w", i+1, err)
@@ -623,7 +640,8 @@ func VerifyChain(envs [][]byte, pub PublicKey, launchEnv []byte) ([]*Checkpoint,
 // CheckStatementHead checks that the final statement st is bound to the
 // chain whose last checkpoint's envelope file is last (nil when the
 // session made none): Statement.CheckpointHead must be its SHA-256 and the
-// session the same. Anything else is ErrNotVerified.
+// session the same, or ErrNotVerified; and the statement's egress records
+// must extend the checkpoint's (EgressExtends), or ErrChain.
 func CheckStatementHead(st *Statement, last []byte, lastCP *Checkpoint) error {
 	if last == nil {
 		if st.CheckpointHead != nil {
@@ -634,6 +652,9 @@ func CheckStatementHead(st *Statement, last []byte, lastCP *Checkpoint) error {
 	if !bytes.Equal(st.CheckpointHead, sha(last)) || lastCP == nil || lastCP.SessionID != st.SessionID ||
 		!bytes.Equal(lastCP.Launch, st.Launch) {
 		return ErrNotVerified
+	}
+	if err := EgressExtends(lastCP.Egress, st.Egress); err != nil {
+		return fmt.Errorf("%w: the statement: %v", ErrChain, err)
 	}
 	return nil
 }

@@ -18,7 +18,9 @@ import (
 //	preserved_fds  decimal string: descriptors beyond 0, 1, 2 passed on
 //	namespaces     array of the namespaces made new, sorted: "cgroup", "ipc",
 //	               "mount", "net", "pid", "uts"
-//	network        "none" (a loopback-only namespace) or "host"
+//	network        "none" (a loopback-only namespace), "proxy" (a
+//	               loopback-only namespace whose only way out is the
+//	               supervisor's proxy, see allow_net and Egress) or "host"
 //	cgroup         the agent's cgroup v2 path, "" when it has none
 //	cgroup_kill    "cgroup.kill", "freeze" (freeze, then kill each) or ""
 //	memory_max     decimal string, bytes; "0" for no limit
@@ -40,6 +42,10 @@ import (
 //	missing        array of strings: restrictions asked for that the kernel or
 //	               host could not give, each a short sentence; every one of
 //	               them makes the statement incomplete (code "sandbox")
+//	allow_net      array of strings: the destinations the proxy allowed,
+//	               each HOST[:PORT] as given ("*.example.com" for its
+//	               subdomains, no port for 80 and 443), sorted and unique;
+//	               only with network "proxy", omitted when empty
 type Sandbox struct {
 	Terminal      string
 	NewSession    bool
@@ -56,6 +62,7 @@ type Sandbox struct {
 	SeccompSHA256 []byte
 	Scoped        []string
 	Missing       []string
+	AllowNet      []string // with Network "proxy": HOST[:PORT] each, sorted
 }
 
 type sandboxJSON struct {
@@ -74,6 +81,7 @@ type sandboxJSON struct {
 	SeccompSHA256 string   `json:"seccomp_sha256"`
 	Scoped        []string `json:"scoped,omitempty"`
 	Missing       []string `json:"missing"`
+	AllowNet      []string `json:"allow_net,omitempty"`
 }
 
 func (s *Sandbox) toJSON() sandboxJSON {
@@ -82,7 +90,7 @@ func (s *Sandbox) toJSON() sandboxJSON {
 		Namespaces: nonNil(s.Namespaces), Network: s.Network, Cgroup: Bytes(s.Cgroup), CgroupKill: s.CgroupKill,
 		MemoryMax: s.MemoryMax, PidsMax: s.PidsMax, ReadOnlyHost: s.ReadOnlyHost,
 		Writable: toBytes(s.Writable), Seccomp: s.Seccomp, SeccompSHA256: hexOrEmpty(s.SeccompSHA256),
-		Scoped: s.Scoped, Missing: nonNil(s.Missing),
+		Scoped: s.Scoped, Missing: nonNil(s.Missing), AllowNet: s.AllowNet,
 	}
 }
 
@@ -92,6 +100,7 @@ func (j *sandboxJSON) fromJSON() (Sandbox, error) {
 		Namespaces: nilIfEmpty(j.Namespaces), Network: j.Network, Cgroup: string(j.Cgroup), CgroupKill: j.CgroupKill,
 		MemoryMax: j.MemoryMax, PidsMax: j.PidsMax, ReadOnlyHost: j.ReadOnlyHost,
 		Writable: fromBytes(j.Writable), Seccomp: j.Seccomp, Scoped: nilIfEmpty(j.Scoped), Missing: nilIfEmpty(j.Missing),
+		AllowNet: nilIfEmpty(j.AllowNet),
 	}
 	if j.SeccompSHA256 != "" {
 		var err error
@@ -112,7 +121,7 @@ func nonNil[T any](s []T) []T {
 var (
 	knownTerminals  = []string{"pty", "streams"}
 	knownNamespaces = []string{"cgroup", "ipc", "mount", "net", "pid", "uts"}
-	knownNetworks   = []string{"host", "none"}
+	knownNetworks   = []string{"host", "none", "proxy"}
 	knownKills      = []string{"", "cgroup.kill", "freeze"}
 	knownSeccomp    = []string{"default", "unconfined"}
 	knownScopes     = []string{"abstract_unix_socket", "signal"}
@@ -159,6 +168,17 @@ func (s *Sandbox) validate() error {
 	for _, p := range append([]string{s.Cgroup}, s.Missing...) {
 		if err := validText("sandbox value", p); err != nil {
 			return err
+		}
+	}
+	if len(s.AllowNet) > 0 && s.Network != "proxy" {
+		return fmt.Errorf("sandbox allows %q with network %q, not \"proxy\"", s.AllowNet, s.Network)
+	}
+	if !slices.IsSorted(s.AllowNet) || len(slices.Compact(slices.Clone(s.AllowNet))) != len(s.AllowNet) {
+		return fmt.Errorf("sandbox allow_net %q: not sorted and unique", s.AllowNet)
+	}
+	for _, a := range s.AllowNet {
+		if a == "" || strings.ContainsFunc(a, func(r rune) bool { return r <= 0x20 || r >= 0x7F }) {
+			return fmt.Errorf("sandbox allow_net %q: empty, or not printable ASCII", a)
 		}
 	}
 	for _, p := range s.Writable {

@@ -56,6 +56,8 @@ const StatementSubject = "workspace-changes"
 //	                 (otherwise they are the changes and applied_root is root)
 //	logs             the agent's output kept by run --log-output (see OutputLog);
 //	                 omitted when none was kept
+//	egress           the connections the agent made through the proxy of
+//	                 run --network proxy (see Egress); omitted when none
 //
 // A state ("old", "new") has "type", "mode", "uid", "gid" (numbers), "size"
 // and "mtime_ns" (decimal strings) always, and "sha256" (lowercase hex),
@@ -95,6 +97,10 @@ type Statement struct {
 	// Logs are the agent's stdout and stderr as the supervisor kept them,
 	// sorted by name; nil when it kept none.
 	Logs []OutputLog
+	// Egress is what the proxy saw of the agent's connections (run
+	// --network proxy), sorted by CompareEgress; nil when it saw none or
+	// the run had no proxy.
+	Egress []Egress
 }
 
 // Exit is how the agent's main process ended.
@@ -154,6 +160,7 @@ type statementJSON struct {
 	AppliedCount   uint64          `json:"applied_count,string"`
 	Applied        entryList       `json:"applied,omitempty"`
 	Logs           []outputLogJSON `json:"logs,omitempty"`
+	Egress         []egressJSON    `json:"egress,omitempty"`
 }
 
 type reasonJSON struct {
@@ -268,6 +275,7 @@ func (st *Statement) toJSON() *statementJSON {
 		AppliedRoot:    hexOrEmpty(st.AppliedRoot),
 		AppliedCount:   st.AppliedCount,
 		Logs:           logsToJSON(st.Logs),
+		Egress:         egressToJSON(st.Egress),
 	}
 	for i, r := range st.Incomplete {
 		j.Incomplete[i] = reasonJSON{Code: r.Code, Path: r.Path, Detail: Bytes(r.Detail)}
@@ -432,6 +440,9 @@ func (j *statementJSON) fromJSON() (*Statement, error) {
 		st.Applied = applied
 	}
 	if st.Logs, err = logsFromJSON(j.Logs); err != nil {
+		return nil, err
+	}
+	if st.Egress, err = egressFromJSON(j.Egress); err != nil {
 		return nil, err
 	}
 	if st.Launch, err = parseHex("launch digest", j.Launch); err != nil {
@@ -644,6 +655,9 @@ func (st *Statement) validate() error {
 		return err
 	}
 	if err := validateLogs(st.Logs); err != nil {
+		return err
+	}
+	if err := validateEgress(st.Egress); err != nil {
 		return err
 	}
 	return checkTime("ended", st.Ended)

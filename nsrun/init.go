@@ -120,7 +120,9 @@ func runInit() int {
 	sb.Seccomp, sb.SeccompSHA256, sb.Missing = f.sb.Seccomp, f.sb.SeccompSHA256, append(sb.Missing, f.sb.Missing...)
 	sb.Scoped = f.sb.Scoped
 	stage.send(&cfg, filter, f.scoped)
-	send(message{Ready: &ready})
+	if err := sendReady(&cfg, &ready); err != nil {
+		return fail(err)
+	}
 
 	// Messages from the supervisor; the channel closes when it goes away.
 	msgs := make(chan message)

@@ -12,11 +12,11 @@ const hostname = "layerseal"
 
 // namespaces are the namespaces init is created in (clone flags) and their
 // names in the launch record, sorted: mount, PID, IPC, UTS and cgroup
-// always, network when the agent gets none.
+// always, network unless the agent shares the host's.
 func namespaces(sb Sandbox) (uintptr, []string) {
 	flags := uintptr(unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWIPC | unix.CLONE_NEWUTS | unix.CLONE_NEWCGROUP)
 	names := []string{"cgroup", "ipc", "mount", "pid", "uts"}
-	if sb.withDefaults().Network == "none" {
+	if sb.withDefaults().Network != "host" {
 		flags |= unix.CLONE_NEWNET
 		names = append(names, "net")
 	}
@@ -26,12 +26,12 @@ func namespaces(sb Sandbox) (uintptr, []string) {
 
 // setupNamespaces is init's part in the namespaces it was created in: the
 // host name, and the loopback interface up in a network namespace of its
-// own.
+// own (network "none" or "proxy").
 func setupNamespaces(sb Sandbox) error {
 	if err := unix.Sethostname([]byte(hostname)); err != nil {
 		return fmt.Errorf("set the agent's host name to %q: %w", hostname, err)
 	}
-	if sb.withDefaults().Network == "none" {
+	if sb.withDefaults().Network != "host" {
 		if err := loopbackUp(); err != nil {
 			return fmt.Errorf("bring up the loopback interface of the agent's network: %w", err)
 		}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -53,6 +54,10 @@ type Run struct {
 	// into the agent's pseudo-terminal.
 	interrupted atomic.Bool
 	hardKill    *time.Timer // kills init when it does not answer Kill
+
+	rights  *rightsReader // the socket's reader, which keeps descriptors init sends
+	network string        // the agent's network: "host", "none" or "proxy"
+	proxy   net.Listener  // with network "proxy", the listener in the agent's network
 
 	sigs     chan os.Signal
 	sigsDone chan struct{}
@@ -140,7 +145,9 @@ func Start(cfg Config, stdin, stdout, stderr *os.File) (*Run, error) {
 		_, names := namespaces(cfg.Sandbox)
 		return nil, fmt.Errorf("start init %q in new %s namespaces (the kernel must allow them all): %w", cmd.Path, strings.Join(names, ", "), err)
 	}
-	r := &Run{cmd: cmd, sock: parent, dec: json.NewDecoder(bufio.NewReader(parent)), enc: json.NewEncoder(parent), term: term, cg: cg, missing: missing}
+	rights := &rightsReader{f: parent}
+	r := &Run{cmd: cmd, sock: parent, dec: json.NewDecoder(bufio.NewReader(rights)), enc: json.NewEncoder(parent), term: term, cg: cg, missing: missing,
+		rights: rights, network: cfg.Sandbox.withDefaults().Network}
 	if err := r.send(message{}, &cfg); err != nil {
 		r.Abort()
 		return nil, err
@@ -210,6 +217,10 @@ func (r *Run) Ready() (Ready, error) {
 	if m.Ready == nil {
 		r.Abort()
 		return Ready{}, errors.New("init sent something other than ready")
+	}
+	if err := r.takeProxyListener(); err != nil {
+		r.Abort()
+		return Ready{}, err
 	}
 	ready := *m.Ready
 	if r.cg != nil {
@@ -348,6 +359,7 @@ func (r *Run) Abort() {
 // teardown kills what is left in the agent's cgroup and removes it. Init
 // has exited.
 func (r *Run) teardown() error {
+	r.closeProxy()
 	if r.cg == nil {
 		return nil
 	}

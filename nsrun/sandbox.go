@@ -11,8 +11,10 @@ import (
 // network is not the default (Network "" means "host"), but everything else
 // is as closed as the kernel allows.
 type Sandbox struct {
-	// Network is "none" (a new network namespace with only loopback) or
-	// "host" (the host's network); "" means "host".
+	// Network is "none" (a new network namespace with only loopback),
+	// "proxy" (the same, with a listener on 127.0.0.1:ProxyPort there whose
+	// connections the supervisor serves: Run.ProxyListener) or "host" (the
+	// host's network); "" means "host".
 	Network string
 	// Writable are host paths (absolute, clean) the agent may write besides
 	// the workspace and its private /tmp. Writes there are not attested.
@@ -42,8 +44,8 @@ func (s Sandbox) withDefaults() Sandbox {
 // Validate checks s without touching the system.
 func (s Sandbox) Validate() error {
 	s = s.withDefaults()
-	if s.Network != "host" && s.Network != "none" {
-		return fmt.Errorf("network %q: want \"none\" or \"host\"", s.Network)
+	if s.Network != "host" && s.Network != "none" && s.Network != "proxy" {
+		return fmt.Errorf("network %q: want \"none\", \"proxy\" or \"host\"", s.Network)
 	}
 	if s.Seccomp != "default" && s.Seccomp != "unconfined" {
 		return fmt.Errorf("seccomp %q: want \"default\" or \"unconfined\"", s.Seccomp)

@@ -14,6 +14,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/layerseal/layerseal/attest"
+	"github.com/layerseal/layerseal/egress"
 )
 
 // FileName is the configuration file layerseal looks for in the workspace
@@ -45,6 +46,7 @@ const (
 //	log: /var/lib/layerseal/log # anchor each run in this transparency log
 //	max_upper: 10GiB            # stop the agent once its upper layer takes this much disk
 //	min_free: 20GiB             # stop it once the state dir's filesystem has less free
+//	network: {allow: [api.example.com, "127.0.0.1:8080"]} # proxied, to these only
 //
 // Every key is optional; zero values mean layerseal's defaults. Unknown or
 // repeated keys, values of the wrong kind, negative limits and globs that
@@ -63,6 +65,9 @@ type Config struct {
 	Log      string
 	MaxUpper int64 // max_upper; 0 when not given
 	MinFree  int64 // min_free; 0 when not given
+	// AllowNet are the destinations the agent may reach through the
+	// proxy (network: {allow: [...]}); any selects the proxied network.
+	AllowNet []egress.Allow
 	// Digest is the SHA-256 of the file's bytes; nil for a config that was
 	// not read from a file.
 	Digest []byte
@@ -79,6 +84,7 @@ type fileConfig struct {
 	Log              string     `yaml:"log"`
 	MaxUpper         sizeValue  `yaml:"max_upper"`
 	MinFree          sizeValue  `yaml:"min_free"`
+	Network          netYAML    `yaml:"network"`
 }
 
 type budgetYAML struct {
@@ -233,6 +239,7 @@ func Parse(name string, data []byte) (*Config, error) {
 	}
 	c.Log = f.Log
 	c.MaxUpper, c.MinFree = f.MaxUpper.n, f.MinFree.n
+	c.AllowNet = f.Network.Allow
 	return c, nil
 }
 
@@ -251,7 +258,7 @@ func cleanYAMLError(err error) error {
 		msgs = te.Errors
 	}
 	for i, m := range msgs {
-		m = unknownField.ReplaceAllString(m, "unknown key \"$1\" (the keys are exclude, protected, digest_cap, max_entries_per_dir, budget (entries, time), checkpoint_every, apply, log, max_upper, min_free)")
+		m = unknownField.ReplaceAllString(m, "unknown key \"$1\" (the keys are exclude, protected, digest_cap, max_entries_per_dir, budget (entries, time), checkpoint_every, apply, log, max_upper, min_free, network (allow))")
 		m = wrongKind.ReplaceAllString(m, "$2 is not a value this key takes")
 		msgs[i] = m
 	}

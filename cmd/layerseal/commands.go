@@ -74,7 +74,8 @@ func runCommand() *cli.Command {
 			&cli.StringFlag{Name: "config", Usage: "policy `FILE` (default: layerseal.yaml in the workspace root, if any)"},
 			&cli.StringSliceFlag{Name: "allow", Usage: "allow changes to protected paths matching `GLOB`, the built-in ones too (.git/config, .husky/**, a setuid file, ...: `layerseal rules` lists them) (repeatable)"},
 			&cli.BoolFlag{Name: "stage", Usage: "keep the change set staged for review instead of applying it"},
-			&cli.StringFlag{Name: "network", Value: "host", Usage: "the agent's network: `none` (loopback only) or host"},
+			&cli.StringFlag{Name: "network", Value: "none", Usage: "the agent's network: none (loopback only), proxy (loopback and a proxy to the --allow-net destinations only, every connection recorded in the statement) or host (the host's network, its loopback services included: recorded, with a warning) (`MODE`)"},
+			&cli.StringSliceFlag{Name: "allow-net", Usage: "let the agent reach `HOST[:PORT]` through the proxy, which records each connection (no port: 80 and 443; *.example.com: its subdomains; an IP literal for a private or loopback address); selects --network proxy (repeatable; adds to network: allow in layerseal.yaml)"},
 			&cli.StringSliceFlag{Name: "rw", Usage: "let the agent write host `PATH` outside the workspace (repeatable; writes there are not attested)"},
 			&cli.IntFlag{Name: "preserve-fds", Usage: "pass `N` descriptors after stdin, stdout and stderr (3 .. 3+N-1) on to the agent; all others are closed", DefaultText: "none"},
 			&cli.StringFlag{Name: "memory", Usage: "memory limit of the agent's cgroup, such as `4GiB`", DefaultText: "no limit"},
@@ -222,7 +223,11 @@ func runConfig(cmd *cli.Command) (layerseal.RunConfig, error) {
 	if len(args) > 0 && args[0] == "--" {
 		args = args[1:]
 	}
-	network := cmd.String("network")
+	c, _ := layerseal.LoadConfig(cmd.String("workspace"), cmd.String("config")) // an error is reported by runPolicy
+	network, allowNet, err := runNetwork(cmd, c)
+	if err != nil {
+		return cfg, err
+	}
 	proc := layerseal.DefaultProcess(args, 0, 0, network)
 	if f := cmd.String("process"); f != "" {
 		p, err := readProcess(f, network)
@@ -307,6 +312,9 @@ func runConfig(cmd *cli.Command) (layerseal.RunConfig, error) {
 	if err != nil {
 		return cfg, err
 	}
+	if sandbox.Network = network; network == layerseal.NetworkHost {
+		fmt.Fprintf(os.Stderr, "layerseal: %s\n", hostNetworkWarning)
+	}
 	if err := needRoot("run"); err != nil {
 		return cfg, err
 	}
@@ -328,6 +336,7 @@ func runConfig(cmd *cli.Command) (layerseal.RunConfig, error) {
 		Stderr:    os.Stderr,
 		LogOutput: cmd.String("log-output"),
 		Log:       escapingWriter{os.Stderr},
+		AllowNet:  allowNet,
 	}, nil
 }
 

@@ -90,7 +90,7 @@ func TestLogWitnessVerify(t *testing.T) {
 		t.Errorf("log check: %s", got)
 	}
 	if ln, err := loopback(); err != nil {
-		// No loopback (the kernel matrix's guests leave lo down): a log
+		// No loopback (a host or guest that leaves lo down): a log
 		// URL that cannot be reached is exit 1.
 		t.Logf("no loopback (%v): checking that an unreachable URL is exit 1", err)
 		e.cliCheck(exitFailed, "log", "check", "http://127.0.0.1:9/", "--log-key", logKey+".pub")

@@ -36,6 +36,7 @@ func writeReport(w io.Writer, prefix string, st *attest.Statement, info *layerse
 		}
 		fmt.Fprintf(w, "%slog: %s: %d bytes, sha256 %x%s\n", prefix, l.Name, l.Size, l.SHA256, trunc)
 	}
+	writeEgress(w, prefix, st.Egress)
 	for _, r := range st.Incomplete {
 		fmt.Fprintf(w, "%sincomplete: %s\n", prefix, reasonText(r))
 	}
@@ -160,6 +161,9 @@ func reportJSON(st *attest.Statement, info *layerseal.SessionInfo) map[string]an
 		}
 		m["logs"] = ls
 	}
+	if len(st.Egress) > 0 {
+		m["egress"] = egressJSON(st.Egress)
+	}
 	if info != nil {
 		s := map[string]any{"state": info.State, "to_apply": info.ToApply}
 		if len(info.Skipped) > 0 {
@@ -196,6 +200,12 @@ func writeLaunch(w io.Writer, l *attest.LaunchRecord, state string) {
 	fmt.Fprintf(w, "key: %s\n", l.KeyID)
 	fmt.Fprintf(w, "kernel: %s; overlay: %s\n", l.Kernel.Release, strings.Join(l.Overlay.Options, ","))
 	fmt.Fprintf(w, "sandbox: network %s, seccomp %s, %s\n", l.Sandbox.Network, l.Sandbox.Seccomp, scopesText(l.Sandbox))
+	if len(l.Sandbox.AllowNet) > 0 {
+		fmt.Fprintf(w, "network allowed: %s\n", strings.Join(l.Sandbox.AllowNet, ", "))
+	}
+	if l.Sandbox.Network == layerseal.NetworkHost {
+		fmt.Fprintf(w, "%s\n", hostNetworkWarning)
+	}
 	p := l.Policy
 	fmt.Fprintf(w, "policy: apply %s, digest cap %d bytes, %d entries, %d per directory\n", orDefault(p.Apply, "auto"), p.DigestCap, p.MaxEntries, p.MaxDirEntries)
 	if p.MaxUpper > 0 || p.MinFree > 0 {

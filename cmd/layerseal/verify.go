@@ -289,6 +289,7 @@ func showCommand() *cli.Command {
 				if a.Checkpoint != nil {
 					delete(m, "exit")
 					m["checkpoint"] = a.Checkpoint.Seq
+					m["egress"] = egressJSON(a.Checkpoint.Egress)
 				} else {
 					for k, v := range reportJSON(st, info) {
 						m[k] = v
@@ -300,9 +301,13 @@ func showCommand() *cli.Command {
 			}
 			writeShort(os.Stdout, st, !pub.IsZero(), cmd.Bool("all"), useColor(cmd))
 			if a.Checkpoint == nil {
+				if l := launchBeside(path); l != nil && l.Sandbox.Network == layerseal.NetworkHost && l.SessionID == st.SessionID {
+					fmt.Printf("# %s\n", hostNetworkWarning)
+				}
 				writeReport(os.Stdout, "# ", st, info, cmd.Bool("all"))
 				writeAttributeNotes(os.Stdout, "# ", notes)
 			} else {
+				writeEgress(os.Stdout, "# ", a.Checkpoint.Egress)
 				for _, r := range st.Incomplete {
 					fmt.Printf("# incomplete: %s\n", reasonText(r))
 				}
@@ -325,7 +330,7 @@ func showLaunch(cmd *cli.Command, path string, env []byte, l *attest.LaunchRecor
 	if cmd.Bool("json") {
 		printJSON(map[string]any{"launch": true, "verified": !pub.IsZero(), "session_id": l.SessionID, "workspace": l.Workspace,
 			"started": l.Started, "agent": l.Agent.Args, "key_id": l.KeyID,
-			"sandbox": map[string]any{"network": l.Sandbox.Network, "seccomp": l.Sandbox.Seccomp, "scoped": nonNilStrings(l.Sandbox.Scoped)},
+			"sandbox": map[string]any{"network": l.Sandbox.Network, "seccomp": l.Sandbox.Seccomp, "scoped": nonNilStrings(l.Sandbox.Scoped), "allow_net": nonNilStrings(l.Sandbox.AllowNet)},
 			"policy": map[string]any{
 				"apply": orDefault(l.Policy.Apply, "auto"), "exclude": l.Policy.Exclude, "protect": l.Policy.Protect, "allow": l.Policy.Allow}})
 		return nil

@@ -69,7 +69,8 @@ func (c *cpioWriter) Close() error {
 
 // initScript is the guest's /init: it mounts the pseudo filesystems (a
 // devpts for pseudo-terminals and the unified cgroup hierarchy, as a
-// distribution's init would), loads the modules, puts an ext4 scratch disk on /tmp, runs guest.sh and
+// distribution's init would), brings the loopback interface up (tests
+// serve the agent from 127.0.0.1), loads the modules, puts an ext4 scratch disk on /tmp, runs guest.sh and
 // powers off. "kt.inject=panic" on the kernel command line crashes the
 // kernel instead, to show that the harness reports it.
 const initScript = `#!/bin/sh
@@ -84,6 +85,7 @@ mount -t devtmpfs devtmpfs /dev
 mkdir -p /dev/pts
 mount -t devpts -o newinstance,ptmxmode=0666 devpts /dev/pts || echo "@@kt devpts failed"
 mount -t cgroup2 cgroup2 /sys/fs/cgroup || echo "@@kt cgroup2 failed"
+ip link set lo up || echo "@@kt loopback failed"
 for m in $(cat /kt/modules); do
 	insmod "/kt/mod/$m" || echo "@@kt module $m failed"
 done
