@@ -72,6 +72,10 @@ type RunConfig struct {
 	// upper layer in the state dir's pruning dir for the caller to remove
 	// with Store.RemovePruned (see ApplyOptions.LeaveRemoval).
 	LeaveRemoval bool
+	// InheritedEnv names the Process.Env entries whose values came from
+	// the caller's environment: the launch record holds their names, not
+	// their values (see LooksSecret for the others it leaves out).
+	InheritedEnv []string
 }
 
 // RunResult is what a session produced.
@@ -518,17 +522,20 @@ func (s *session) dropEmpty() {
 
 func (s *session) writeLaunch(id string, ready nsrun.Ready) error {
 	launched := linux.CoarseNow()
+	agent, unrecorded := recordedEnv(s.cfg.Process, s.cfg.InheritedEnv)
 	lr := &attest.LaunchRecord{
 		SessionID:   id,
 		Workspace:   attest.Bytes(s.ws),
 		Lower:       attest.LowerIdentity{Dev: s.lower.Dev, Ino: s.lower.Ino, MountID: s.lower.MountID, MountIDKnown: s.lower.HasMountID && s.features.StatxMountID.OK()},
 		Overlay:     attest.OverlayOptions{Options: ready.Mounted.Options, Missing: ready.Mounted.Missing},
 		Kernel:      kernelFeatures(s.features),
-		Agent:       s.cfg.Process,
+		Agent:       agent,
 		Sandbox:     ready.Sandbox,
 		Policy:      s.cfg.Policy,
 		ToolVersion: Version,
 		Started:     time.Now().UTC(),
+		// Values left out: given by name, or a secret's.
+		EnvNotRecorded: unrecorded,
 	}
 	if !lr.Lower.MountIDKnown {
 		lr.Lower.MountID = 0

@@ -62,7 +62,7 @@ func runCommand() *cli.Command {
 			&cli.StringFlag{Name: "out", Usage: "output `DIR` for launch.json, statement.json and checkpoints/"},
 			stateDirFlag(),
 			&cli.StringFlag{Name: "user", Usage: "run the agent as `USER[:GROUP]` (names or numeric ids)"},
-			&cli.StringSliceFlag{Name: "env", Usage: "set `NAME=VALUE` in the agent's environment (repeatable)"},
+			&cli.StringSliceFlag{Name: "env", Usage: "set `NAME=VALUE` in the agent's environment, or NAME alone to pass on this environment's value (repeatable); the launch record holds no value passed by NAME alone or under a name that looks like a secret's (one with KEY, TOKEN, SECRET, PASSWORD, AUTH, ... in it)"},
 			&cli.StringFlag{Name: "cwd", Usage: "agent's working `DIR`, relative to the workspace or absolute (default: the workspace)"},
 			&cli.StringFlag{Name: "process", Usage: "OCI runtime-spec process JSON `FILE` describing the agent"},
 			&cli.StringFlag{Name: "digest-cap", Usage: "largest file hashed, such as 256MiB or 1GB (larger ones are compared by size and mtime)", DefaultText: "1GiB"},
@@ -244,15 +244,13 @@ func runConfig(cmd *cli.Command) (layerseal.RunConfig, error) {
 		}
 		proc.User.UID, proc.User.GID = uid, gid
 	}
+	var inherited []string
 	if env := cmd.StringSlice("env"); len(env) > 0 {
 		if proc.Env == nil {
 			proc.Env = nsrun.DefaultEnv(proc.User.UID, os.Getenv("TERM"))
 		}
-		for _, kv := range env {
-			if !strings.Contains(kv, "=") || strings.HasPrefix(kv, "=") {
-				return cfg, usageErr("run: --env %q: want NAME=VALUE", kv)
-			}
-			proc.Env = setEnv(proc.Env, kv)
+		if proc.Env, inherited, err = addEnv(proc.Env, env, os.LookupEnv); err != nil {
+			return cfg, usageErr("run: %v", err)
 		}
 	}
 	if c := cmd.String("cwd"); c != "" {
@@ -319,6 +317,8 @@ func runConfig(cmd *cli.Command) (layerseal.RunConfig, error) {
 		Stderr:    os.Stderr,
 		LogOutput: cmd.String("log-output"),
 		Log:       escapingWriter{os.Stderr},
+
+		InheritedEnv: inherited,
 	}, nil
 }
 
@@ -430,6 +430,33 @@ func loadPrivateKey(path string) (*attest.Signer, error) {
 		return nil, exitWith(exitSetup, err)
 	}
 	return signer, nil
+}
+
+// addEnv returns env with run's --env values set in order (setEnv), and the
+// names whose values were taken from the caller's environment (lookup): a
+// value given as NAME alone. A name given again as NAME=VALUE later is
+// not among them. An empty name, or a NAME the caller's environment does
+// not hold, is an error naming it.
+func addEnv(env, given []string, lookup func(string) (string, bool)) ([]string, []string, error) {
+	var inherited []string
+	for _, kv := range given {
+		name, _, hasValue := strings.Cut(kv, "=")
+		if name == "" {
+			// The value is not repeated: it may be a secret.
+			return nil, nil, errors.New("--env with an empty NAME: want NAME=VALUE, or NAME alone to pass on this environment's value")
+		}
+		inherited = slices.DeleteFunc(inherited, func(n string) bool { return n == name })
+		if !hasValue {
+			v, ok := lookup(name)
+			if !ok {
+				return nil, nil, fmt.Errorf("--env %q: %s is not set in this environment: set it, or give %s=VALUE", kv, name, name)
+			}
+			kv = name + "=" + v
+			inherited = append(inherited, name)
+		}
+		env = setEnv(env, kv)
+	}
+	return env, inherited, nil
 }
 
 // setEnv returns env with kv (NAME=VALUE) last and no other entry of the
