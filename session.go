@@ -589,6 +589,9 @@ func (s *session) finish(id string, res nsrun.Result, lostEnd bool) (*RunResult,
 		reasons = append(reasons, attest.Reason{Code: attest.AgentOutlived,
 			Detail: fmt.Sprintf("%d process(es) outlived the agent's main process and were killed", res.Outlived)})
 	}
+	if res.OOMKills > 0 {
+		s.log("the agent reached its memory limit of %d bytes: the kernel killed %d of its processes", s.sandbox.MemoryMax, res.OOMKills)
+	}
 	if res.CapSysAdmin {
 		reasons = append(reasons, attest.Reason{Code: attest.CapSysAdmin,
 			Detail: "the agent held CAP_SYS_ADMIN and could rearrange its mounts"})

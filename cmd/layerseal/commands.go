@@ -76,8 +76,8 @@ func runCommand() *cli.Command {
 			&cli.StringFlag{Name: "network", Value: "host", Usage: "the agent's network: `none` (loopback only) or host"},
 			&cli.StringSliceFlag{Name: "rw", Usage: "let the agent write host `PATH` outside the workspace (repeatable; writes there are not attested)"},
 			&cli.IntFlag{Name: "preserve-fds", Usage: "pass `N` descriptors after stdin, stdout and stderr (3 .. 3+N-1) on to the agent; all others are closed", DefaultText: "none"},
-			&cli.StringFlag{Name: "memory", Usage: "memory limit of the agent's cgroup, such as `4GiB`", DefaultText: "no limit"},
-			&cli.Int64Flag{Name: "pids", Usage: "most processes and threads the agent may have at once (`N`)", DefaultText: "no limit"},
+			&cli.StringFlag{Name: "memory", Usage: "memory limit of the agent's cgroup (v2, or v1 where v2 lacks the controller), such as `4GiB`", DefaultText: "no limit"},
+			&cli.Int64Flag{Name: "pids", Usage: "most processes and threads the agent may have at once (`N`); 0 for no limit", DefaultText: fmt.Sprint(nsrun.DefaultPidsMax)},
 			&cli.StringFlag{Name: "seccomp", Value: "default", Usage: "system call filter: default, or `unconfined` to load none (recorded)"},
 			&cli.BoolFlag{Name: "json", Usage: "print the result (exit status, whose it is, statement) as one JSON object, the last line on stdout"},
 			&cli.StringFlag{Name: "log-output", Usage: "keep the agent's stdout and stderr as files stdout and stderr in `DIR` (new or empty, outside the workspace), still shown here; the statement records their digests"},
@@ -329,6 +329,12 @@ func runSandbox(cmd *cli.Command) (nsrun.Sandbox, error) {
 		PreserveFDs: cmd.Int("preserve-fds"),
 		PidsMax:     cmd.Int64("pids"),
 		Seccomp:     cmd.String("seccomp"),
+	}
+	switch {
+	case sb.PidsMax < 0:
+		return sb, usageErr("run: --pids %d: want a number of processes, or 0 for no limit", sb.PidsMax)
+	case cmd.IsSet("pids") && sb.PidsMax == 0:
+		sb.PidsMax = nsrun.NoPidsLimit
 	}
 	if s := cmd.String("memory"); s != "" {
 		n, err := policy.ParseSize(s)
