@@ -199,7 +199,7 @@ func enableController(root, parent, ctl string) error {
 		return fmt.Errorf("the cgroup v2 controllers could not be read (%v)", err)
 	}
 	if !slices.Contains(strings.Fields(string(avail)), ctl) {
-		return fmt.Errorf("the %s controller is not available in the cgroup v2 hierarchy (it may be bound to a cgroup v1 hierarchy)", ctl)
+		return fmt.Errorf("the %s controller is not available in the cgroup v2 hierarchy", ctl)
 	}
 	for _, dir := range []string{root, parent} {
 		if err := os.WriteFile(filepath.Join(dir, "cgroup.subtree_control"), []byte("+"+ctl), 0); err != nil {

@@ -81,7 +81,9 @@ func newV1Cgroups(sb Sandbox, leaf string, lost map[string]string) (*v1Cgroups, 
 			left[ctl] = fmt.Sprintf("%s, and no cgroup v1 hierarchy has it", why)
 			continue
 		}
-		l, err := makeV1Leaf(ctl, root, leaf, limit)
+		// Memory and pids bound to one hierarchy share its leaf.
+		shared := slices.ContainsFunc(v.leaves, func(o *v1Leaf) bool { return o.root == root })
+		l, err := makeV1Leaf(ctl, root, leaf, limit, shared)
 		if err != nil {
 			left[ctl] = fmt.Sprintf("%s, and in the cgroup v1 hierarchy at %q %v", why, root, err)
 			continue
@@ -95,20 +97,25 @@ func newV1Cgroups(sb Sandbox, leaf string, lost map[string]string) (*v1Cgroups, 
 }
 
 // makeV1Leaf makes the leaf name under /layerseal in the v1 hierarchy of
-// ctl mounted at root and writes limit there; on error nothing is left.
-func makeV1Leaf(ctl, root, name string, limit int64) (*v1Leaf, error) {
+// ctl mounted at root (unless shared: another controller's leaf there made
+// it already) and writes limit there; on error it removes what it made.
+func makeV1Leaf(ctl, root, name string, limit int64, shared bool) (*v1Leaf, error) {
 	parent := filepath.Join(root, cgroupParent)
-	if err := os.Mkdir(parent, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
-		return nil, fmt.Errorf("%q could not be made (%v)", parent, err)
-	}
-	removeStale(parent)
 	l := &v1Leaf{ctl: ctl, root: root, rel: "/" + cgroupParent + "/" + name, dir: filepath.Join(parent, name), limit: limit}
-	if err := os.Mkdir(l.dir, 0o755); err != nil {
-		return nil, fmt.Errorf("%q could not be made (%v)", l.dir, err)
+	if !shared {
+		if err := os.Mkdir(parent, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+			return nil, fmt.Errorf("%q could not be made (%v)", parent, err)
+		}
+		removeStale(parent)
+		if err := os.Mkdir(l.dir, 0o755); err != nil {
+			return nil, fmt.Errorf("%q could not be made (%v)", l.dir, err)
+		}
 	}
 	write := func(file string) error {
 		if err := os.WriteFile(filepath.Join(l.dir, file), []byte(strconv.FormatInt(limit, 10)), 0); err != nil {
-			unix.Rmdir(l.dir)
+			if !shared {
+				unix.Rmdir(l.dir)
+			}
 			return fmt.Errorf("%s could not be written (%v)", file, err)
 		}
 		return nil

@@ -62,7 +62,7 @@ func runCommand() *cli.Command {
 			&cli.StringFlag{Name: "out", Usage: "output `DIR` for launch.json, statement.json and checkpoints/"},
 			stateDirFlag(),
 			&cli.StringFlag{Name: "user", Usage: "run the agent as `USER[:GROUP]` (names or numeric ids)"},
-			&cli.StringSliceFlag{Name: "env", Usage: "set `NAME=VALUE` in the agent's environment, or NAME alone to pass on this environment's value (repeatable); the launch record holds no value passed by NAME alone or under a name that looks like a secret's (one with KEY, TOKEN, SECRET, PASSWORD, AUTH, ... in it)"},
+			&cli.StringSliceFlag{Name: "env", Usage: "set `NAME[=VALUE]` in the agent's environment; NAME alone passes on this environment's value of NAME (repeatable). The launch record keeps no value passed by NAME alone, nor one whose name looks like a secret's (KEY, TOKEN, SECRET, PASSWORD, AUTH, ... in it)"},
 			&cli.StringFlag{Name: "cwd", Usage: "agent's working `DIR`, relative to the workspace or absolute (default: the workspace)"},
 			&cli.StringFlag{Name: "process", Usage: "OCI runtime-spec process JSON `FILE` describing the agent"},
 			&cli.StringFlag{Name: "digest-cap", Usage: "largest file hashed, such as 256MiB or 1GB (larger ones are compared by size and mtime)", DefaultText: "1GiB"},
