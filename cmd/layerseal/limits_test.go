@@ -123,6 +123,16 @@ func TestLimitsHold(t *testing.T) {
 			t.Errorf("%d processes under --pids 50", n)
 		}
 	}
+	v1 := func(ctl string) string {
+		if sb.CgroupV1[ctl] != "" {
+			return " (cgroup v1)"
+		}
+		return ""
+	}
+	code, stdout, stderr := e.cli("show", "--key", e.pub, filepath.Join(out, "launch.json"))
+	if want := "\nlimits: 50 processes" + v1("pids") + ", 67108864 bytes of memory" + v1("memory") + "\n"; code != 0 || !strings.Contains(stdout, want) {
+		t.Errorf("show: exit %d, no line %q:\n%s%s", code, want, stdout, stderr)
+	}
 }
 
 // bombMemory is what a fork bomb of nsrun.DefaultPidsMax shell processes

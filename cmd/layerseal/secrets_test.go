@@ -76,6 +76,10 @@ func TestSecretsKeptOutOfEvidence(t *testing.T) {
 	if code, _, stderr := e.cli("verify", "--key", e.pub, out); code != wantVerifyExit(t) {
 		t.Errorf("verify: exit %d, want %d: %s", code, wantVerifyExit(t), stderr)
 	}
+	code, stdout, stderr = e.cli("show", "--key", e.pub, filepath.Join(out, "launch.json"))
+	if want := "\nenvironment not recorded (names only): \"CALLER_PLAIN\" \"GITHUB_TOKEN\" \"MY_API_KEY\" \"npm_config__auth\"\n"; code != 0 || !strings.Contains(stdout, want) {
+		t.Errorf("show: exit %d, no line %q:\n%s%s", code, want, stdout, stderr)
+	}
 }
 
 // base64RE matches a JSON string that may be base64: a DSSE payload, or
