@@ -77,6 +77,10 @@ type RunConfig struct {
 	// network (Sandbox.Network "proxy", see NetworkProxy); with another
 	// network they are an error.
 	AllowNet []egress.Allow
+	// InheritedEnv names the Process.Env entries whose values came from
+	// the caller's environment: the launch record holds their names, not
+	// their values (see LooksSecret for the others it leaves out).
+	InheritedEnv []string
 }
 
 // RunResult is what a session produced.
@@ -539,17 +543,20 @@ func (s *session) dropEmpty() {
 
 func (s *session) writeLaunch(id string, ready nsrun.Ready) error {
 	launched := linux.CoarseNow()
+	agent, unrecorded := recordedEnv(s.cfg.Process, s.cfg.InheritedEnv)
 	lr := &attest.LaunchRecord{
 		SessionID:   id,
 		Workspace:   attest.Bytes(s.ws),
 		Lower:       attest.LowerIdentity{Dev: s.lower.Dev, Ino: s.lower.Ino, MountID: s.lower.MountID, MountIDKnown: s.lower.HasMountID && s.features.StatxMountID.OK()},
 		Overlay:     attest.OverlayOptions{Options: ready.Mounted.Options, Missing: ready.Mounted.Missing},
 		Kernel:      kernelFeatures(s.features),
-		Agent:       s.cfg.Process,
+		Agent:       agent,
 		Sandbox:     ready.Sandbox,
 		Policy:      s.cfg.Policy,
 		ToolVersion: Version,
 		Started:     time.Now().UTC(),
+		// Values left out: given by name, or a secret's.
+		EnvNotRecorded: unrecorded,
 	}
 	if !lr.Lower.MountIDKnown {
 		lr.Lower.MountID = 0
@@ -602,6 +609,9 @@ func (s *session) finish(id string, res nsrun.Result, lostEnd bool) (*RunResult,
 	if res.Outlived > 0 {
 		reasons = append(reasons, attest.Reason{Code: attest.AgentOutlived,
 			Detail: fmt.Sprintf("%d process(es) outlived the agent's main process and were killed", res.Outlived)})
+	}
+	if res.OOMKills > 0 {
+		s.log("the agent reached its memory limit of %d bytes: the kernel killed %d of its processes", s.sandbox.MemoryMax, res.OOMKills)
 	}
 	if res.CapSysAdmin {
 		reasons = append(reasons, attest.Reason{Code: attest.CapSysAdmin,

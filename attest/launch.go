@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -40,6 +41,16 @@ import (
 //	               is left}
 //	tool_version  string
 //	started       RFC 3339 UTC time with nanoseconds, trailing zeros dropped
+//
+// and, only when it is not empty (every record made before it existed
+// lacks it):
+//
+//	env_not_recorded  array of the names of the agent's environment
+//	              variables whose values the record leaves out, sorted, each
+//	              once: the agent got a value under each name, but agent.env
+//	              holds no entry of that name (a value taken from the
+//	              caller's environment, or a name that looks like a
+//	              secret's; see layerseal.LooksSecret)
 type LaunchRecord struct {
 	SessionID   string // NewSessionID
 	KeyID       string // set by SignLaunch
@@ -52,6 +63,9 @@ type LaunchRecord struct {
 	Policy      Policy
 	ToolVersion string
 	Started     time.Time
+	// EnvNotRecorded names the agent's environment variables whose values
+	// Agent.Env leaves out, sorted and unique.
+	EnvNotRecorded []string
 }
 
 // LowerIdentity identifies the lower layer (the real workspace directory).
@@ -122,6 +136,8 @@ type launchJSON struct {
 	Policy      policyJSON    `json:"policy"`
 	ToolVersion string        `json:"tool_version"`
 	Started     string        `json:"started"`
+
+	EnvNotRecorded []string `json:"env_not_recorded,omitempty"`
 }
 
 type lowerJSON struct {
@@ -195,6 +211,8 @@ func (l *LaunchRecord) toJSON() *launchJSON {
 		Policy:      l.Policy.toJSON(),
 		ToolVersion: l.ToolVersion,
 		Started:     formatTime(l.Started),
+
+		EnvNotRecorded: l.EnvNotRecorded,
 	}
 }
 
@@ -232,6 +250,8 @@ func (j *launchJSON) fromJSON() (*LaunchRecord, error) {
 		Policy:      policy,
 		ToolVersion: j.ToolVersion,
 		Started:     started,
+
+		EnvNotRecorded: nilIfEmpty(j.EnvNotRecorded),
 	}, nil
 }
 
@@ -242,6 +262,29 @@ func validText(what, s string) error {
 	}
 	if strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 || r == 0x7F || hidden(r) }) {
 		return fmt.Errorf("%s %q holds control or invisible characters", what, s)
+	}
+	return nil
+}
+
+// validEnvNotRecorded checks the names whose values the record leaves
+// out: sorted, unique, each a name (not empty, no "=") in text form, and
+// none with an entry in env, so that no value stands beside its name.
+func validEnvNotRecorded(names, env []string) error {
+	if !slices.IsSorted(names) || len(slices.Compact(slices.Clone(names))) != len(names) {
+		return fmt.Errorf("env_not_recorded %q: not sorted and unique", names)
+	}
+	for _, n := range names {
+		if n == "" || strings.Contains(n, "=") {
+			return fmt.Errorf("env_not_recorded name %q: empty or holds \"=\"", n)
+		}
+		if err := validText("env_not_recorded name", n); err != nil {
+			return err
+		}
+	}
+	for _, kv := range env {
+		if name, _, _ := strings.Cut(kv, "="); slices.Contains(names, name) {
+			return fmt.Errorf("agent env entry %q is named in env_not_recorded", name)
+		}
 	}
 	return nil
 }
@@ -287,6 +330,9 @@ func (l *LaunchRecord) validate() error {
 	}
 	if len(l.Agent.Args) == 0 {
 		return errors.New("agent has no argv")
+	}
+	if err := validEnvNotRecorded(l.EnvNotRecorded, l.Agent.Env); err != nil {
+		return err
 	}
 	if err := l.Sandbox.validate(); err != nil {
 		return err

@@ -24,7 +24,8 @@ import (
 //	cgroup         the agent's cgroup v2 path, "" when it has none
 //	cgroup_kill    "cgroup.kill", "freeze" (freeze, then kill each) or ""
 //	memory_max     decimal string, bytes; "0" for no limit
-//	pids_max       decimal string; "0" for no limit
+//	pids_max       decimal string; "0" for no limit (processes and threads;
+//	               layerseal sets 4096 unless told otherwise)
 //	read_only_host bool: the host's filesystem is read-only to the agent but
 //	               for the workspace, a private /tmp and writable
 //	writable       array of Bytes text: host paths left writable (not attested)
@@ -46,6 +47,13 @@ import (
 //	               each HOST[:PORT] as given ("*.example.com" for its
 //	               subdomains, no port for 80 and 443), sorted and unique;
 //	               only with network "proxy", omitted when empty
+//	cgroup_v1      object: for each limit held by a cgroup v1 hierarchy
+//	               rather than the v2 one (a hybrid host's), its controller
+//	               ("memory": memory.limit_in_bytes, and
+//	               memory.memsw.limit_in_bytes where the kernel accounts swap;
+//	               "pids": pids.max) and the agent's cgroup path in that
+//	               controller's hierarchy; omitted when there is none (as in
+//	               every record made before it existed)
 type Sandbox struct {
 	Terminal      string
 	NewSession    bool
@@ -63,25 +71,29 @@ type Sandbox struct {
 	Scoped        []string
 	Missing       []string
 	AllowNet      []string // with Network "proxy": HOST[:PORT] each, sorted
+	// CgroupV1 names, by controller ("memory", "pids"), the agent's
+	// cgroup v1 path that held MemoryMax or PidsMax.
+	CgroupV1 map[string]string
 }
 
 type sandboxJSON struct {
-	Terminal      string   `json:"terminal"`
-	NewSession    bool     `json:"new_session"`
-	PreservedFDs  int      `json:"preserved_fds,string"`
-	Namespaces    []string `json:"namespaces"`
-	Network       string   `json:"network"`
-	Cgroup        Bytes    `json:"cgroup"`
-	CgroupKill    string   `json:"cgroup_kill"`
-	MemoryMax     int64    `json:"memory_max,string"`
-	PidsMax       int64    `json:"pids_max,string"`
-	ReadOnlyHost  bool     `json:"read_only_host"`
-	Writable      []Bytes  `json:"writable"`
-	Seccomp       string   `json:"seccomp"`
-	SeccompSHA256 string   `json:"seccomp_sha256"`
-	Scoped        []string `json:"scoped,omitempty"`
-	Missing       []string `json:"missing"`
-	AllowNet      []string `json:"allow_net,omitempty"`
+	Terminal      string           `json:"terminal"`
+	NewSession    bool             `json:"new_session"`
+	PreservedFDs  int              `json:"preserved_fds,string"`
+	Namespaces    []string         `json:"namespaces"`
+	Network       string           `json:"network"`
+	Cgroup        Bytes            `json:"cgroup"`
+	CgroupKill    string           `json:"cgroup_kill"`
+	MemoryMax     int64            `json:"memory_max,string"`
+	PidsMax       int64            `json:"pids_max,string"`
+	ReadOnlyHost  bool             `json:"read_only_host"`
+	Writable      []Bytes          `json:"writable"`
+	Seccomp       string           `json:"seccomp"`
+	SeccompSHA256 string           `json:"seccomp_sha256"`
+	Scoped        []string         `json:"scoped,omitempty"`
+	Missing       []string         `json:"missing"`
+	AllowNet      []string         `json:"allow_net,omitempty"`
+	CgroupV1      map[string]Bytes `json:"cgroup_v1,omitempty"`
 }
 
 func (s *Sandbox) toJSON() sandboxJSON {
@@ -90,7 +102,7 @@ func (s *Sandbox) toJSON() sandboxJSON {
 		Namespaces: nonNil(s.Namespaces), Network: s.Network, Cgroup: Bytes(s.Cgroup), CgroupKill: s.CgroupKill,
 		MemoryMax: s.MemoryMax, PidsMax: s.PidsMax, ReadOnlyHost: s.ReadOnlyHost,
 		Writable: toBytes(s.Writable), Seccomp: s.Seccomp, SeccompSHA256: hexOrEmpty(s.SeccompSHA256),
-		Scoped: s.Scoped, Missing: nonNil(s.Missing), AllowNet: s.AllowNet,
+		Scoped: s.Scoped, Missing: nonNil(s.Missing), AllowNet: s.AllowNet, CgroupV1: bytesMap(s.CgroupV1),
 	}
 }
 
@@ -102,6 +114,12 @@ func (j *sandboxJSON) fromJSON() (Sandbox, error) {
 		Writable: fromBytes(j.Writable), Seccomp: j.Seccomp, Scoped: nilIfEmpty(j.Scoped), Missing: nilIfEmpty(j.Missing),
 		AllowNet: nilIfEmpty(j.AllowNet),
 	}
+	for ctl, p := range j.CgroupV1 {
+		if s.CgroupV1 == nil {
+			s.CgroupV1 = map[string]string{}
+		}
+		s.CgroupV1[ctl] = string(p)
+	}
 	if j.SeccompSHA256 != "" {
 		var err error
 		if s.SeccompSHA256, err = parseHex("seccomp digest", j.SeccompSHA256); err != nil {
@@ -109,6 +127,17 @@ func (j *sandboxJSON) fromJSON() (Sandbox, error) {
 		}
 	}
 	return s, nil
+}
+
+func bytesMap(m map[string]string) map[string]Bytes {
+	if len(m) == 0 {
+		return nil
+	}
+	out := make(map[string]Bytes, len(m))
+	for k, v := range m {
+		out[k] = Bytes(v)
+	}
+	return out
 }
 
 func nonNil[T any](s []T) []T {
@@ -184,6 +213,17 @@ func (s *Sandbox) validate() error {
 	for _, p := range s.Writable {
 		if p == "" || p[0] != '/' || strings.IndexByte(p, 0) >= 0 {
 			return fmt.Errorf("sandbox writable path %q: not absolute, or holds NUL", p)
+		}
+	}
+	for ctl, p := range s.CgroupV1 {
+		if limit := map[string]int64{"memory": s.MemoryMax, "pids": s.PidsMax}[ctl]; limit == 0 {
+			return fmt.Errorf("sandbox cgroup_v1 %q: not a limit the record holds (want \"memory\" or \"pids\", with its limit)", ctl)
+		}
+		if p == "" || p[0] != '/' {
+			return fmt.Errorf("sandbox cgroup_v1 %s path %q: not absolute", ctl, p)
+		}
+		if err := validText("sandbox cgroup_v1 path", p); err != nil {
+			return err
 		}
 	}
 	return nil

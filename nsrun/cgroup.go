@@ -39,17 +39,48 @@ type cgroup struct {
 	mem, pid int64    // memory.max and pids.max written, 0 when none
 }
 
-// newCgroup makes the agent's leaf and writes the limits sb asks for. What
-// it cannot give is returned as sentences for the launch record's missing
-// list; with no usable cgroup v2 hierarchy it returns a nil cgroup.
-func newCgroup(sb Sandbox) (*cgroup, []string) {
+// newCgroup makes the agent's cgroup v2 leaf and writes the limits sb asks
+// for (DefaultPidsMax processes when it names none), each in the v2 leaf or,
+// where the v2 hierarchy lacks its controller, in a leaf of the same name
+// in the cgroup v1 hierarchy that has it (newV1Cgroups). What it cannot
+// give is returned as sentences for the launch record's missing list, but
+// for the default limit of processes, which is left out silently (the
+// launch record's pids_max is then 0); with no usable cgroup v2 hierarchy
+// it returns a nil cgroup.
+func newCgroup(sb Sandbox) (*cgroup, *v1Cgroups, []string) {
+	asked := sb.PidsMax != 0
+	sb = sb.withDefaults()
+	var name [8]byte
+	rand.Read(name[:])
+	leaf := fmt.Sprintf("%d-%s", os.Getpid(), hex.EncodeToString(name[:]))
+	c, missing, lost := newV2Cgroup(sb, leaf)
+	v1, lost := newV1Cgroups(sb, leaf, lost)
+	for _, ctl := range []string{"memory", "pids"} {
+		why, ok := lost[ctl]
+		switch {
+		case !ok:
+		case ctl == "memory":
+			missing = append(missing, fmt.Sprintf("memory limit of %d bytes not set: %s", sb.MemoryMax, why))
+		case asked:
+			missing = append(missing, fmt.Sprintf("limit of %d processes not set: %s", sb.PidsMax, why))
+		}
+	}
+	return c, v1, missing
+}
+
+// newV2Cgroup makes the agent's cgroup v2 leaf and writes there the limits
+// its controllers allow. It returns what it cannot give: sentences for the
+// launch record's missing list, and the limits not set, by controller
+// ("memory", "pids"), each with why.
+func newV2Cgroup(sb Sandbox, leaf string) (*cgroup, []string, map[string]string) {
 	var missing []string
+	lost := map[string]string{}
 	limitsLost := func(why string) {
 		if sb.MemoryMax > 0 {
-			missing = append(missing, fmt.Sprintf("memory limit of %d bytes not set: %s", sb.MemoryMax, why))
+			lost["memory"] = why
 		}
 		if sb.PidsMax > 0 {
-			missing = append(missing, fmt.Sprintf("limit of %d processes not set: %s", sb.PidsMax, why))
+			lost["pids"] = why
 		}
 	}
 	root, freezer, err := cgroupMounts()
@@ -60,7 +91,7 @@ func newCgroup(sb Sandbox) (*cgroup, []string) {
 		}
 		missing = append(missing, "no cgroup of its own: "+why+"; the agent's processes are held by its PID namespace alone")
 		limitsLost(why)
-		return nil, missing
+		return nil, missing, lost
 	}
 	c := &cgroup{freezer: freezer}
 	parent := filepath.Join(root, cgroupParent)
@@ -68,38 +99,34 @@ func newCgroup(sb Sandbox) (*cgroup, []string) {
 		why := fmt.Sprintf("the cgroup v2 hierarchy at %q is not writable (%v)", root, err)
 		missing = append(missing, "no cgroup of its own: "+why+"; the agent's processes are held by its PID namespace alone")
 		limitsLost(why)
-		return nil, missing
+		return nil, missing, lost
 	}
 	removeStale(parent)
-	want := map[string]int64{"memory": sb.MemoryMax, "pids": sb.PidsMax}
+	want := map[string]int64{"memory": sb.MemoryMax, "pids": max(sb.PidsMax, 0)}
 	enabled := map[string]bool{}
 	for _, ctl := range []string{"memory", "pids"} {
 		if want[ctl] == 0 {
 			continue
 		}
 		if err := enableController(root, parent, ctl); err != nil {
-			what := map[string]string{"memory": fmt.Sprintf("memory limit of %d bytes", sb.MemoryMax), "pids": fmt.Sprintf("limit of %d processes", sb.PidsMax)}[ctl]
-			missing = append(missing, fmt.Sprintf("%s not set: %v", what, err))
+			lost[ctl] = err.Error()
 			continue
 		}
 		enabled[ctl] = true
 	}
-	var name [8]byte
-	rand.Read(name[:])
-	leaf := fmt.Sprintf("%d-%s", os.Getpid(), hex.EncodeToString(name[:]))
 	c.rel, c.dir = "/"+cgroupParent+"/"+leaf, filepath.Join(parent, leaf)
 	if err := os.Mkdir(c.dir, 0o755); err != nil {
 		why := fmt.Sprintf("the cgroup %q could not be made (%v)", c.dir, err)
 		missing = append(missing, "no cgroup of its own: "+why+"; the agent's processes are held by its PID namespace alone")
 		limitsLost(why)
-		return nil, missing
+		return nil, missing, lost
 	}
 	for ctl, file := range map[string]string{"memory": "memory.max", "pids": "pids.max"} {
 		if !enabled[ctl] {
 			continue
 		}
 		if err := os.WriteFile(filepath.Join(c.dir, file), []byte(strconv.FormatInt(want[ctl], 10)), 0); err != nil {
-			missing = append(missing, fmt.Sprintf("%s %d not set: %v", file, want[ctl], err))
+			lost[ctl] = fmt.Sprintf("%s could not be written (%v)", file, err)
 			continue
 		}
 		if ctl == "memory" {
@@ -119,9 +146,10 @@ func newCgroup(sb Sandbox) (*cgroup, []string) {
 	if c.fd, err = os.Open(c.dir); err != nil {
 		os.Remove(c.dir)
 		why := fmt.Sprintf("the cgroup %q could not be opened (%v)", c.dir, err)
-		return nil, append(missing, "no cgroup of its own: "+why)
+		limitsLost(why)
+		return nil, append(missing, "no cgroup of its own: "+why), lost
 	}
-	return c, missing
+	return c, missing, lost
 }
 
 // removeStale removes the empty leaves under parent whose supervisor (the
@@ -171,7 +199,7 @@ func enableController(root, parent, ctl string) error {
 		return fmt.Errorf("the cgroup v2 controllers could not be read (%v)", err)
 	}
 	if !slices.Contains(strings.Fields(string(avail)), ctl) {
-		return fmt.Errorf("the %s controller is not available in the cgroup v2 hierarchy (it may be bound to a cgroup v1 hierarchy)", ctl)
+		return fmt.Errorf("the %s controller is not available in the cgroup v2 hierarchy", ctl)
 	}
 	for _, dir := range []string{root, parent} {
 		if err := os.WriteFile(filepath.Join(dir, "cgroup.subtree_control"), []byte("+"+ctl), 0); err != nil {

@@ -47,8 +47,10 @@ func cgroupOrMissing(t *testing.T) (v2, freezer string) {
 
 // TestCgroupLeaf: the agent runs in a leaf of its own under /layerseal,
 // which is the root of its cgroup namespace and is gone after the run;
-// limits are written where the controller is in the v2 hierarchy, and are
-// missing (with a sentence) where it is not.
+// limits are written where the controller is in the v2 hierarchy, else in
+// a v1 leaf of the same name (also the root of the agent's view of that
+// hierarchy, and gone after), and are missing (with a sentence) where no
+// hierarchy has the controller.
 func TestCgroupLeaf(t *testing.T) {
 	privtest.Require(t)
 	v2, _ := cgroupOrMissing(t)
@@ -76,8 +78,18 @@ func TestCgroupLeaf(t *testing.T) {
 		t.Fatalf("launch record: cgroup %q kill %q", sb.Cgroup, sb.CgroupKill)
 	}
 	leaf := filepath.Join(v2, sb.Cgroup)
+	v1mounts, err := v1Mounts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	v1leaf := func(ctl string) string { return filepath.Join(v1mounts[ctl], sb.CgroupV1[ctl]) }
 	for file, v := range map[string]int64{"pids.max": sb.PidsMax, "memory.max": sb.MemoryMax} {
-		if b, err := os.ReadFile(filepath.Join(leaf, file)); v != 0 && (err != nil || strings.TrimSpace(string(b)) != strconv.FormatInt(v, 10)) {
+		dir := leaf
+		if ctl, _, _ := strings.Cut(file, "."); sb.CgroupV1[ctl] != "" {
+			dir = v1leaf(ctl)
+			file = map[string]string{"pids": "pids.max", "memory": "memory.limit_in_bytes"}[ctl]
+		}
+		if b, err := os.ReadFile(filepath.Join(dir, file)); v != 0 && (err != nil || strings.TrimSpace(string(b)) != strconv.FormatInt(v, 10)) {
 			t.Errorf("the leaf's %s is %q (%v), the launch record says %d", file, b, err, v)
 		}
 	}
@@ -96,15 +108,31 @@ func TestCgroupLeaf(t *testing.T) {
 	if _, err := os.Stat(leaf); !os.IsNotExist(err) {
 		t.Errorf("the leaf %s is still there after the run (%v)", leaf, err)
 	}
+	for ctl := range sb.CgroupV1 {
+		if _, err := os.Stat(v1leaf(ctl)); !os.IsNotExist(err) {
+			t.Errorf("the v1 leaf %s is still there after the run (%v)", v1leaf(ctl), err)
+		}
+	}
 	if sb.PidsMax != 0 && sb.PidsMax != 64 || sb.MemoryMax != 0 && sb.MemoryMax != 64<<20 {
 		t.Errorf("launch record: pids max %d, memory max %d", sb.PidsMax, sb.MemoryMax)
 	}
 	controllers, _ := os.ReadFile(filepath.Join(v2, "cgroup.controllers"))
+	v1, err := v1Mounts()
+	if err != nil {
+		t.Fatal(err)
+	}
 	for ctl, got := range map[string]int64{"pids": sb.PidsMax, "memory": sb.MemoryMax} {
 		has := strings.Contains(" "+strings.TrimSpace(string(controllers))+" ", " "+ctl+" ")
 		said := strings.Contains(strings.Join(sb.Missing, "\n"), "the "+ctl+" controller")
-		if has && (got == 0 || said) || !has && (got != 0 || !said) {
-			t.Errorf("%s controller available=%v: launch record says %d, missing %q", ctl, has, got, sb.Missing)
+		inV1 := !has && v1[ctl] != ""
+		if has && (got == 0 || said) || inV1 && (got == 0 || said) || !has && !inV1 && (got != 0 || !said) {
+			t.Errorf("%s controller in v2=%v, in v1=%v: launch record says %d, missing %q", ctl, has, inV1, got, sb.Missing)
+		}
+		if inV1 != (sb.CgroupV1[ctl] == sb.Cgroup) {
+			t.Errorf("%s controller in v1=%v: launch record's cgroup_v1 is %q", ctl, inV1, sb.CgroupV1)
+		}
+		if inV1 && !strings.Contains(string(out[:n]), ":"+ctl+":/\n") {
+			t.Errorf("the agent's /proc/self/cgroup:\n%s\nwant %s:/ (its v1 leaf is its namespace's root)", out[:n], ctl)
 		}
 	}
 }
@@ -235,7 +263,7 @@ func TestCgroupKillFrozen(t *testing.T) {
 	}
 	for _, method := range []string{"cgroup.kill", "freeze"} {
 		t.Run(method, func(t *testing.T) {
-			c, missing := newCgroup(Sandbox{})
+			c, _, missing := newCgroup(Sandbox{PidsMax: NoPidsLimit})
 			if c == nil {
 				t.Fatalf("no cgroup: %q", missing)
 			}

@@ -31,3 +31,20 @@ func TestEnableController(t *testing.T) {
 		t.Errorf("memory not in the hierarchy: %v", err)
 	}
 }
+
+// TestParseV1Cgroups: the memory and pids paths of a hybrid host's
+// /proc/PID/cgroup, controllers co-mounted or not; v2's line and the
+// others are not taken for them.
+func TestParseV1Cgroups(t *testing.T) {
+	in := "12:pids:/user.slice/user-0.slice/session-3.scope\n" +
+		"9:cpu,cpuacct:/user.slice\n" +
+		"4:memory,hugetlb:/a:b/c d\n" +
+		"1:name=systemd:/user.slice\n" +
+		"0::/user.slice/user-0.slice/session-3.scope\n" +
+		"garbage\n"
+	got := parseV1Cgroups([]byte(in))
+	want := map[string]string{"pids": "/user.slice/user-0.slice/session-3.scope", "memory": "/a:b/c d"}
+	if len(got) != len(want) || got["pids"] != want["pids"] || got["memory"] != want["memory"] {
+		t.Errorf("got %q, want %q", got, want)
+	}
+}

@@ -135,6 +135,10 @@ type Result struct {
 	// it by executing a program (it ran as root, or without no_new_privs with
 	// the capability in its bounding set), and so could rearrange its mounts.
 	CapSysAdmin bool
+	// OOMKills is how many of the agent's processes the kernel killed for
+	// reaching its memory limit (the supervisor reads it from the agent's
+	// cgroup, v2 or v1, after the agent's end), 0 without a limit.
+	OOMKills int64 `json:"-"`
 }
 
 // MountFinding is one mount the audit did not expect.

@@ -42,8 +42,9 @@ type Run struct {
 	dec  *json.Decoder
 	wmu  sync.Mutex
 	enc  *json.Encoder
-	term *terminal // the agent's pseudo-terminal, or nil
-	cg   *cgroup   // the agent's cgroup, or nil
+	term *terminal  // the agent's pseudo-terminal, or nil
+	cg   *cgroup    // the agent's cgroup, or nil
+	v1   *v1Cgroups // its leaves in cgroup v1 hierarchies, or nil
 	// missing are the restrictions the supervisor could not put in place,
 	// for the launch record.
 	missing []string
@@ -108,7 +109,7 @@ func Start(cfg Config, stdin, stdout, stderr *os.File) (*Run, error) {
 	}
 	parent, child := os.NewFile(uintptr(fds[0]), "nsrun-supervisor"), os.NewFile(uintptr(fds[1]), "nsrun-init")
 	cloneflags, _ := namespaces(cfg.Sandbox)
-	cg, missing := newCgroup(cfg.Sandbox)
+	cg, v1, missing := newCgroup(cfg.Sandbox)
 	defer child.Close()
 	cmd := &exec.Cmd{
 		Path:       "/proc/self/exe",
@@ -130,9 +131,10 @@ func Start(cfg Config, stdin, stdout, stderr *os.File) (*Run, error) {
 	}
 	// The parent-death signal fires when the thread that forked exits. A
 	// fresh goroutine is never on a thread locked by the caller, and the Go
-	// runtime does not end unlocked threads.
+	// runtime does not end unlocked threads (v1.start locks it only while
+	// it forks from the agent's cgroup v1 leaves).
 	started := make(chan error, 1)
-	go func() { started <- cmd.Start() }()
+	go func() { started <- v1.start(cmd) }()
 	if err := <-started; err != nil {
 		parent.Close()
 		if term != nil {
@@ -142,11 +144,12 @@ func Start(cfg Config, stdin, stdout, stderr *os.File) (*Run, error) {
 		if cg != nil {
 			cg.destroy()
 		}
+		v1.destroy()
 		_, names := namespaces(cfg.Sandbox)
 		return nil, fmt.Errorf("start init %q in new %s namespaces (the kernel must allow them all): %w", cmd.Path, strings.Join(names, ", "), err)
 	}
 	rights := &rightsReader{f: parent}
-	r := &Run{cmd: cmd, sock: parent, dec: json.NewDecoder(bufio.NewReader(rights)), enc: json.NewEncoder(parent), term: term, cg: cg, missing: missing,
+	r := &Run{cmd: cmd, sock: parent, dec: json.NewDecoder(bufio.NewReader(rights)), enc: json.NewEncoder(parent), term: term, cg: cg, v1: v1, missing: missing,
 		rights: rights, network: cfg.Sandbox.withDefaults().Network}
 	if err := r.send(message{}, &cfg); err != nil {
 		r.Abort()
@@ -227,6 +230,7 @@ func (r *Run) Ready() (Ready, error) {
 		sb := &ready.Sandbox
 		sb.Cgroup, sb.CgroupKill, sb.MemoryMax, sb.PidsMax = r.cg.rel, r.cg.kill, r.cg.mem, r.cg.pid
 	}
+	r.v1.record(&ready.Sandbox)
 	ready.Sandbox.Missing = append(slices.Clone(r.missing), ready.Sandbox.Missing...)
 	return ready, nil
 }
@@ -360,12 +364,14 @@ func (r *Run) Abort() {
 // has exited.
 func (r *Run) teardown() error {
 	r.closeProxy()
+	v1 := r.v1
+	r.v1 = nil
 	if r.cg == nil {
-		return nil
+		return v1.destroy()
 	}
 	cg := r.cg
 	r.cg = nil
-	return cg.destroy()
+	return errors.Join(cg.destroy(), v1.destroy())
 }
 
 // stopSignals ends forwarding and the terminal relay. Init has exited.
@@ -414,6 +420,7 @@ func (r *Run) Wait() (Result, error) {
 		return *m.Result, fmt.Errorf("init: %w", err)
 	}
 	r.stopSignals()
+	m.Result.OOMKills = r.cg.oomKills() + r.v1.oomKills()
 	if err := r.teardown(); err != nil {
 		return *m.Result, err
 	}

@@ -23,7 +23,9 @@ type Sandbox struct {
 	// the agent; every other descriptor beyond 0, 1 and 2 is closed.
 	PreserveFDs int
 	// MemoryMax and PidsMax limit the agent's cgroup (memory.max in bytes,
-	// pids.max); 0 means no limit.
+	// pids.max), in the cgroup v2 hierarchy or, where it lacks the
+	// controller, in a cgroup v1 one. MemoryMax 0 means no limit; PidsMax
+	// 0 means DefaultPidsMax, and NoPidsLimit none.
 	MemoryMax, PidsMax int64
 	// Seccomp is "default" (the built-in filter) or "unconfined"; "" means
 	// "default".
@@ -37,6 +39,9 @@ func (s Sandbox) withDefaults() Sandbox {
 	}
 	if s.Seccomp == "" {
 		s.Seccomp = "default"
+	}
+	if s.PidsMax == 0 {
+		s.PidsMax = DefaultPidsMax
 	}
 	return s
 }
@@ -61,7 +66,7 @@ func (s Sandbox) Validate() error {
 	if s.PreserveFDs < 0 || s.PreserveFDs > 1<<16 {
 		return fmt.Errorf("preserved descriptors %d: want 0 to 65536", s.PreserveFDs)
 	}
-	if s.MemoryMax < 0 || s.PidsMax < 0 {
+	if s.MemoryMax < 0 || s.PidsMax < NoPidsLimit {
 		return fmt.Errorf("limits must not be negative (memory %d, pids %d)", s.MemoryMax, s.PidsMax)
 	}
 	return nil

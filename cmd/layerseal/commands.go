@@ -63,7 +63,7 @@ func runCommand() *cli.Command {
 			&cli.StringFlag{Name: "out", Usage: "output `DIR` for launch.json, statement.json and checkpoints/"},
 			stateDirFlag(),
 			&cli.StringFlag{Name: "user", Usage: "run the agent as `USER[:GROUP]` (names or numeric ids)"},
-			&cli.StringSliceFlag{Name: "env", Usage: "set `NAME=VALUE` in the agent's environment (repeatable)"},
+			&cli.StringSliceFlag{Name: "env", Usage: "set `NAME[=VALUE]` in the agent's environment; NAME alone passes on this environment's value of NAME (repeatable). The launch record keeps no value passed by NAME alone, nor one whose name looks like a secret's (KEY, TOKEN, SECRET, PASSWORD, AUTH, ... in it)"},
 			&cli.StringFlag{Name: "cwd", Usage: "agent's working `DIR`, relative to the workspace or absolute (default: the workspace)"},
 			&cli.StringFlag{Name: "process", Usage: "OCI runtime-spec process JSON `FILE` describing the agent"},
 			&cli.StringFlag{Name: "digest-cap", Usage: "largest file hashed, such as 256MiB or 1GB (larger ones are compared by size and mtime)", DefaultText: "1GiB"},
@@ -78,8 +78,8 @@ func runCommand() *cli.Command {
 			&cli.StringSliceFlag{Name: "allow-net", Usage: "let the agent reach `HOST[:PORT]` through the proxy, which records each connection (no port: 80 and 443; *.example.com: its subdomains; an IP literal for a private or loopback address); selects --network proxy (repeatable; adds to network: allow in layerseal.yaml)"},
 			&cli.StringSliceFlag{Name: "rw", Usage: "let the agent write host `PATH` outside the workspace (repeatable; writes there are not attested)"},
 			&cli.IntFlag{Name: "preserve-fds", Usage: "pass `N` descriptors after stdin, stdout and stderr (3 .. 3+N-1) on to the agent; all others are closed", DefaultText: "none"},
-			&cli.StringFlag{Name: "memory", Usage: "memory limit of the agent's cgroup, such as `4GiB`", DefaultText: "no limit"},
-			&cli.Int64Flag{Name: "pids", Usage: "most processes and threads the agent may have at once (`N`)", DefaultText: "no limit"},
+			&cli.StringFlag{Name: "memory", Usage: "memory limit of the agent's cgroup (v2, or v1 where v2 lacks the controller), such as `4GiB`", DefaultText: "no limit"},
+			&cli.Int64Flag{Name: "pids", Usage: "most processes and threads the agent may have at once (`N`); 0 for no limit", DefaultText: fmt.Sprint(nsrun.DefaultPidsMax)},
 			&cli.StringFlag{Name: "max-upper", Usage: "stop the agent once its changes (the upper layer) take `SIZE` on disk, such as 10GiB; what it wrote is attested and staged (also max_upper: in layerseal.yaml)", DefaultText: "no limit"},
 			&cli.StringFlag{Name: "min-free", Usage: "stop the agent once the state dir's filesystem has less than `SIZE` free; 0 keeps no reserve (also min_free: in layerseal.yaml)", DefaultText: "5% of its size"},
 			&cli.StringFlag{Name: "seccomp", Value: "default", Usage: "system call filter: default, or `unconfined` to load none (recorded)"},
@@ -255,15 +255,13 @@ func runConfig(cmd *cli.Command) (layerseal.RunConfig, error) {
 		}
 		proc.User.UID, proc.User.GID = uid, gid
 	}
+	var inherited []string
 	if env := cmd.StringSlice("env"); len(env) > 0 {
 		if proc.Env == nil {
 			proc.Env = nsrun.DefaultEnv(proc.User.UID, os.Getenv("TERM"))
 		}
-		for _, kv := range env {
-			if !strings.Contains(kv, "=") || strings.HasPrefix(kv, "=") {
-				return cfg, usageErr("run: --env %q: want NAME=VALUE", kv)
-			}
-			proc.Env = setEnv(proc.Env, kv)
+		if proc.Env, inherited, err = addEnv(proc.Env, env, os.LookupEnv); err != nil {
+			return cfg, usageErr("run: %v", err)
 		}
 	}
 	if c := cmd.String("cwd"); c != "" {
@@ -323,20 +321,21 @@ func runConfig(cmd *cli.Command) (layerseal.RunConfig, error) {
 		return cfg, err
 	}
 	return layerseal.RunConfig{
-		Workspace: cmd.String("workspace"),
-		Key:       signer,
-		KeyPath:   cmd.String("key"),
-		Out:       cmd.String("out"),
-		StateDir:  cmd.String("state-dir"),
-		Process:   proc,
-		Policy:    pol,
-		Sandbox:   sandbox,
-		Stdin:     os.Stdin,
-		Stdout:    os.Stdout,
-		Stderr:    os.Stderr,
-		LogOutput: cmd.String("log-output"),
-		Log:       escapingWriter{os.Stderr},
-		AllowNet:  allowNet,
+		Workspace:    cmd.String("workspace"),
+		Key:          signer,
+		KeyPath:      cmd.String("key"),
+		Out:          cmd.String("out"),
+		StateDir:     cmd.String("state-dir"),
+		Process:      proc,
+		Policy:       pol,
+		Sandbox:      sandbox,
+		Stdin:        os.Stdin,
+		Stdout:       os.Stdout,
+		Stderr:       os.Stderr,
+		LogOutput:    cmd.String("log-output"),
+		Log:          escapingWriter{os.Stderr},
+		AllowNet:     allowNet,
+		InheritedEnv: inherited,
 	}, nil
 }
 
@@ -347,6 +346,12 @@ func runSandbox(cmd *cli.Command) (nsrun.Sandbox, error) {
 		PreserveFDs: cmd.Int("preserve-fds"),
 		PidsMax:     cmd.Int64("pids"),
 		Seccomp:     cmd.String("seccomp"),
+	}
+	switch {
+	case sb.PidsMax < 0:
+		return sb, usageErr("run: --pids %d: want a number of processes, or 0 for no limit", sb.PidsMax)
+	case cmd.IsSet("pids") && sb.PidsMax == 0:
+		sb.PidsMax = nsrun.NoPidsLimit
 	}
 	if s := cmd.String("memory"); s != "" {
 		n, err := policy.ParseSize(s)
@@ -456,6 +461,33 @@ func loadPrivateKey(path string) (*attest.Signer, error) {
 		return nil, exitWith(exitSetup, err)
 	}
 	return signer, nil
+}
+
+// addEnv returns env with run's --env values set in order (setEnv), and the
+// names whose values were taken from the caller's environment (lookup): a
+// value given as NAME alone. A name given again as NAME=VALUE later is
+// not among them. An empty name, or a NAME the caller's environment does
+// not hold, is an error naming it.
+func addEnv(env, given []string, lookup func(string) (string, bool)) ([]string, []string, error) {
+	var inherited []string
+	for _, kv := range given {
+		name, _, hasValue := strings.Cut(kv, "=")
+		if name == "" {
+			// The value is not repeated: it may be a secret.
+			return nil, nil, errors.New("--env with an empty NAME: want NAME=VALUE, or NAME alone to pass on this environment's value")
+		}
+		inherited = slices.DeleteFunc(inherited, func(n string) bool { return n == name })
+		if !hasValue {
+			v, ok := lookup(name)
+			if !ok {
+				return nil, nil, fmt.Errorf("--env %q: %s is not set in this environment: set it, or give %s=VALUE", kv, name, name)
+			}
+			kv = name + "=" + v
+			inherited = append(inherited, name)
+		}
+		env = setEnv(env, kv)
+	}
+	return env, inherited, nil
 }
 
 // setEnv returns env with kv (NAME=VALUE) last and no other entry of the

@@ -206,6 +206,7 @@ func writeLaunch(w io.Writer, l *attest.LaunchRecord, state string) {
 	if l.Sandbox.Network == layerseal.NetworkHost {
 		fmt.Fprintf(w, "%s\n", hostNetworkWarning)
 	}
+	writeLimits(w, l)
 	p := l.Policy
 	fmt.Fprintf(w, "policy: apply %s, digest cap %d bytes, %d entries, %d per directory\n", orDefault(p.Apply, "auto"), p.DigestCap, p.MaxEntries, p.MaxDirEntries)
 	if p.MaxUpper > 0 || p.MinFree > 0 {
