@@ -3,7 +3,6 @@ package layerseal
 import (
 	"errors"
 	"fmt"
-	"math"
 	"os"
 	"slices"
 	"sync"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/layerseal/layerseal/attest"
 	"github.com/layerseal/layerseal/internal/linux"
+	"github.com/layerseal/layerseal/policy"
 	"github.com/layerseal/layerseal/probe"
 )
 
@@ -81,11 +81,11 @@ func (s *session) prepareUpperLimit() error {
 	what := "the policy's min_free"
 	if p.MinFree == 0 {
 		p.MinFree = size / 100 * DefaultReservePercent
-		what = fmt.Sprintf("%d%% of its %s", DefaultReservePercent, sizeText(size))
+		what = fmt.Sprintf("%d%% of its %s", DefaultReservePercent, policy.FormatSize(size))
 	}
 	if p.MinFree > 0 && avail < p.MinFree {
 		return fmt.Errorf("%w: the filesystem of the state dir %q has %s free, less than the reserve of %s (%s) that a session keeps free there",
-			ErrUnderReserve, s.store.Dir(), sizeText(avail), sizeText(p.MinFree), what)
+			ErrUnderReserve, s.store.Dir(), policy.FormatSize(avail), policy.FormatSize(p.MinFree), what)
 	}
 	return nil
 }
@@ -157,7 +157,7 @@ func (w *upperWatch) watchFree(reserve int64) {
 		}
 		if avail < reserve {
 			w.fire(fmt.Sprintf("the agent was stopped when the state dir's filesystem had %s free, under the reserve of %s kept free there (min_free); the statement holds what it wrote until then",
-				sizeText(avail), sizeText(reserve)), "the state dir's filesystem fell under its reserve of free space")
+				policy.FormatSize(avail), policy.FormatSize(reserve)), "the state dir's filesystem fell under its reserve of free space")
 			return
 		}
 		p.pace(used, avail-reserve, 0)
@@ -173,12 +173,12 @@ func (w *upperWatch) watchSize(limit int64) {
 		start := time.Now()
 		u, err := probe.DiskUsage(w.s.dir.upper(), w.s.dir.work())
 		if err != nil {
-			w.fire(fmt.Sprintf("the agent was stopped: its upper layer could not be measured against the limit of %s (max_upper): %v", sizeText(limit), err), "the upper layer cannot be measured")
+			w.fire(fmt.Sprintf("the agent was stopped: its upper layer could not be measured against the limit of %s (max_upper): %v", policy.FormatSize(limit), err), "the upper layer cannot be measured")
 			return
 		}
 		if u.Bytes > limit {
 			w.fire(fmt.Sprintf("the agent was stopped when its upper layer took %s (%d bytes) on disk, over the limit of %s (max_upper); the statement holds what it wrote until then",
-				sizeText(u.Bytes), u.Bytes, sizeText(limit)), "the agent's upper layer reached its limit")
+				policy.FormatSize(u.Bytes), u.Bytes, policy.FormatSize(limit)), "the agent's upper layer reached its limit")
 			return
 		}
 		p.pace(u.Bytes, limit-u.Bytes, time.Since(start))
@@ -255,18 +255,4 @@ func (w *upperWatch) end() []attest.Reason {
 // whatever the policy's apply mode.
 func stoppedAtLimit(rs []attest.Reason) bool {
 	return slices.ContainsFunc(rs, func(r attest.Reason) bool { return r.Code == attest.UpperLimit })
-}
-
-// sizeText is n bytes for a person: "8 MiB", "1.5 GiB", "512 B".
-func sizeText(n int64) string {
-	units := []string{"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"}
-	f, i := float64(n), 0
-	for math.Abs(f) >= 1024 && i < len(units)-1 {
-		f /= 1024
-		i++
-	}
-	if f == math.Trunc(f) {
-		return fmt.Sprintf("%.0f %s", f, units[i])
-	}
-	return fmt.Sprintf("%.1f %s", f, units[i])
 }

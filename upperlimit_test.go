@@ -34,12 +34,3 @@ func TestPacer(t *testing.T) {
 		t.Errorf("a look that cost 50ms: next in %v, want %v", p.next, pollCostShare*50*time.Millisecond)
 	}
 }
-
-// TestSizeText: sizes for a person, exact when whole.
-func TestSizeText(t *testing.T) {
-	for n, want := range map[int64]string{0: "0 B", 512: "512 B", 8 << 20: "8 MiB", 3 << 29: "1.5 GiB", 1<<40 + 1: "1.0 TiB"} {
-		if got := sizeText(n); got != want {
-			t.Errorf("sizeText(%d) = %q, want %q", n, got, want)
-		}
-	}
-}

@@ -2,10 +2,16 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/urfave/cli/v3"
+
+	"github.com/layerseal/layerseal"
+	"github.com/layerseal/layerseal/nsrun"
+	"github.com/layerseal/layerseal/overlay"
+	"github.com/layerseal/layerseal/policy"
 )
 
 // TestCommandSummaries: every command's summary fits on the line `--help`
@@ -30,5 +36,36 @@ func TestCommandSummaries(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "completion  print a shell completion script") {
 		t.Errorf("--help does not list completion:\n%s", out.String())
+	}
+}
+
+// TestRunDefaults: the defaults run's help shows are the code's.
+func TestRunDefaults(t *testing.T) {
+	want := map[string]string{
+		"time-budget":     layerseal.DefaultTimeBudget.String(),
+		"max-entries":     fmt.Sprint(overlay.DefaultMaxEntries),
+		"max-dir-entries": fmt.Sprint(overlay.DefaultMaxDirEntries),
+		"digest-cap":      policy.FormatSize(overlay.DefaultDigestCap),
+		"pids":            fmt.Sprint(nsrun.DefaultPidsMax),
+		"network":         `"` + layerseal.NetworkNone + `"`, // a string flag's value is shown quoted
+	}
+	for _, f := range runCommand().Flags {
+		name := f.Names()[0]
+		w, ok := want[name]
+		if !ok {
+			continue
+		}
+		delete(want, name)
+		doc := f.(cli.DocGenerationFlag)
+		got := doc.GetDefaultText()
+		if got == "" { // shown from the flag's value, quoted
+			got = doc.GetValue()
+		}
+		if got != w {
+			t.Errorf("run --%s: help says the default is %s, the code's is %s", name, got, w)
+		}
+	}
+	for name := range want {
+		t.Errorf("run has no flag --%s", name)
 	}
 }
