@@ -95,6 +95,9 @@ func runCommand() *cli.Command {
 				if errors.As(err, &ee) && ee.code == exitSetup && ee.err != nil {
 					return runStatus(cmd, exitSetup, "layerseal", "layerseal failed before the agent started; nothing changed", ee.err, nil)
 				}
+				if errors.As(err, &ee) && ee.code == exitUsage && ee.err != nil {
+					return runStatus(cmd, exitUsage, "layerseal", refusedLine, ee.err, nil)
+				}
 				return err
 			}
 			logDir, err := runLogDir(cmd)
@@ -211,6 +214,9 @@ func runConfig(cmd *cli.Command) (layerseal.RunConfig, error) {
 		if cmd.String(f) == "" {
 			missing = append(missing, "--"+f)
 		}
+	}
+	if late := lateFlags(cmd.Args().Slice(), missing); len(late) > 0 {
+		return cfg, usageErr("run: %s came after the agent's command, which takes every argument from there on: give layerseal's options first, as in layerseal run --workspace DIR --key KEY --out DIR [options] -- COMMAND [ARG...]", strings.Join(late, ", "))
 	}
 	if len(missing) > 0 {
 		verb := "are"
@@ -498,3 +504,19 @@ func setEnv(env []string, kv string) []string {
 	out := slices.DeleteFunc(slices.Clone(env), func(e string) bool { return strings.HasPrefix(e, name+"=") })
 	return append(out, kv)
 }
+
+// lateFlags are the flags of names (such as "--workspace") that args, the
+// agent's command line, holds: run's own options given after the command,
+// which then become the agent's arguments.
+func lateFlags(args, names []string) []string {
+	var late []string
+	for _, n := range names {
+		if slices.ContainsFunc(args, func(a string) bool { return a == n || strings.HasPrefix(a, n+"=") }) {
+			late = append(late, n)
+		}
+	}
+	return late
+}
+
+// refusedLine is run's closing line for a command line it refused.
+const refusedLine = "the command line was refused; nothing ran"

@@ -97,6 +97,12 @@ func newApp() *cli.Command {
 	}
 	for _, c := range app.Commands {
 		c.OnUsageError = app.OnUsageError
+		if c.Name == "run" {
+			// run ends with the line that says whose exit status it is.
+			c.OnUsageError = func(_ context.Context, cmd *cli.Command, err error, _ bool) error {
+				return runStatus(cmd, exitUsage, "layerseal", refusedLine, err, nil)
+			}
+		}
 	}
 	return app
 }
