@@ -163,7 +163,7 @@ func applyCommand() *cli.Command {
 				msg = fmt.Sprintf("layerseal: applied all but %d skipped path(s) and what lies beneath them, which stay staged; %s",
 					len(opt.Skip), sessionText(sessionOf(cmd.String("state-dir"), st)))
 			}
-			fmt.Fprintln(os.Stderr, msg)
+			fmt.Fprintln(os.Stderr, msg+onBranch(sessionOf(cmd.String("state-dir"), st)))
 			removeLeftLayers(store, st.SessionID)
 			if cmd.Bool("json") {
 				info, _ := store.Session(st.SessionID)
@@ -223,7 +223,7 @@ func discardCommand() *cli.Command {
 			if info != nil && info.Applied > 0 {
 				fmt.Fprintf(os.Stderr, "layerseal: discarded what was still staged of %s; %s\n", cmd.Args().First(), sessionText(info))
 			} else {
-				fmt.Fprintf(os.Stderr, "layerseal: discarded the change set of %s\n", cmd.Args().First())
+				fmt.Fprintf(os.Stderr, "layerseal: discarded the change set of %s%s\n", cmd.Args().First(), onBranch(info))
 			}
 			if cmd.Bool("json") {
 				printJSON(map[string]any{"session": info})
