@@ -28,8 +28,10 @@ const (
 	agentMaxCommits = 10000
 	// agentMaxObjects is the most new objects (commits, trees, blobs).
 	agentMaxObjects = 200000
-	// agentMaxMeta is the largest commit or tree read into memory.
-	agentMaxMeta = 16 << 20
+	// agentMaxMeta is the largest commit or tree read into memory, and
+	// agentMaxMetaTotal the most bytes of them all.
+	agentMaxMeta      = 16 << 20
+	agentMaxMetaTotal = 512 << 20
 	// agentMaxBlob is the largest blob taken over.
 	agentMaxBlob = 1 << 30
 	// agentMaxRef is the largest HEAD, ref or packed-refs file read.
@@ -204,16 +206,13 @@ func (r *agentRepo) agentCommits(tip string, has known) (*agentObjects, error) {
 	os.Remove(tmp.Name())
 	out := &agentObjects{pack: tmp}
 	w := bufio.NewWriterSize(tmp, 1<<20)
-	seen := map[string]bool{}
 	type want = treeLink
 	stack := []want{{tip, "commit"}}
+	seen := map[string]bool{tip: true} // pushed once at most
+	meta := 0                          // bytes of commits and trees held
 	for len(stack) > 0 {
 		o := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
-		if seen[o.id] {
-			continue
-		}
-		seen[o.id] = true
 		if ok, err := has(o.id); err != nil {
 			out.Close()
 			return nil, err
@@ -255,9 +254,16 @@ func (r *agentRepo) agentCommits(tip string, has known) (*agentObjects, error) {
 			out.Close()
 			return nil, fmt.Errorf("the agent's %s %s: %w", o.typ, o.id, err)
 		}
+		if meta += len(body); meta > agentMaxMetaTotal {
+			out.Close()
+			return nil, fmt.Errorf("the agent's commits and trees are over %d bytes", agentMaxMetaTotal)
+		}
 		// Reversed, so that a commit's first parent is walked first.
 		for i := len(links) - 1; i >= 0; i-- {
-			stack = append(stack, links[i])
+			if !seen[links[i].id] {
+				seen[links[i].id] = true
+				stack = append(stack, links[i])
+			}
 		}
 	}
 	if err := w.Flush(); err != nil {
