@@ -20,6 +20,7 @@ import (
 // are ("" and 0 when the agent made none). Nothing is written.
 func (g gitCmd) agentCommits(upper int, ws *os.File, entries []attest.Entry, launch string) (*agentObjects, string, error) {
 	repo := newAgentRepo(upper, int(ws.Fd()), entries, len(launch))
+	defer repo.closePacks()
 	if len(repo.changed) == 0 {
 		return nil, "", nil
 	}

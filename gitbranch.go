@@ -61,14 +61,16 @@ type LeftChange struct {
 // The commits the agent made (reachable from HEAD in the change set's
 // merged view of .git, and not in the workspace's repository) become the
 // branch's history as they are, with their messages, authors, dates and
-// ids: their objects are read from the session's loose objects, never by
-// git (the agent's repository's config, hooks, alternates, grafts and
-// replace refs are never looked at), each checked against its id and the
-// statement's digest, within bounds on count and size, and written as one
-// pack through `git index-pack --strict`, which checks them again. A
-// history git cannot read this way is refused: an object that is corrupt
-// or missing from the session's objects and the workspace's repository,
-// packed objects (after `git gc`), too many commits or objects. Of the
+// ids: their objects are read from the session's loose objects and the
+// pack files the agent's git wrote, never by git (the agent's
+// repository's config, hooks, alternates, grafts and replace refs are
+// never looked at), each file checked against the statement's digest and
+// each object against its id, within bounds on count, size and delta
+// depth, and written as one pack through `git index-pack --strict`, which
+// checks them again. A history that cannot be read this way is refused:
+// an object that is corrupt or missing from the session's objects and
+// the workspace's repository, a malformed pack, too many commits or
+// objects. Of the
 // agent's .git, only those objects reach the workspace's repository.
 //
 // On top (or on the workspace's HEAD at launch when the agent made no

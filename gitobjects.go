@@ -49,6 +49,12 @@ type agentRepo struct {
 	ws      int // the workspace root, O_PATH
 	changed map[attest.Path]*attest.Entry
 	hexLen  int // 40 (SHA-1) or 64 (SHA-256)
+	// packs are the pack files the agent's git wrote, opened when an
+	// object is not loose (packsErr: why they could not be).
+	packs    []*agentPack
+	packsErr error
+	opened   bool
+	inflated uint64 // bytes made by resolving deltas, for agentMaxInflate
 }
 
 func newAgentRepo(upper, ws int, entries []attest.Entry, hexLen int) *agentRepo {
@@ -163,17 +169,6 @@ func (r *agentRepo) head() (id string, ok bool, err error) {
 
 func (r *agentRepo) isID(s string) bool { return len(s) == r.hexLen && isHex(s) }
 
-// packed reports whether the agent's repository holds pack files the
-// workspace's did not: objects there are not read.
-func (r *agentRepo) packed() bool {
-	for p, e := range r.changed {
-		if e.New != nil && parentPath(p) == ".git/objects/pack" && strings.HasSuffix(string(p), ".pack") {
-			return true
-		}
-	}
-	return false
-}
-
 // agentObjects are the new objects of the agent's commits, as a pack.
 type agentObjects struct {
 	Commits []string // newest first, as reached from HEAD
@@ -193,7 +188,7 @@ type known func(id string) (bool, error)
 // agentCommits reads the commits reachable from tip that the workspace's
 // repository does not hold (has says which it does), with every tree and
 // blob they need that it does not hold, from the loose objects of the
-// agent's repository. Each object's id is checked against its bytes; a
+// agent's repository, else from the pack files it added (agentPack). Each object's id is checked against its bytes; a
 // missing object, a malformed commit or tree, an object of the wrong type
 // and more than agentMaxCommits commits or agentMaxObjects objects are
 // refused. Content addresses rule out cycles; a set of visited ids keeps a
@@ -332,8 +327,8 @@ func treeLinks(body []byte, idLen int) ([]treeLink, error) {
 // packTypes are the pack entry types of the object types.
 var packTypes = map[string]byte{"commit": 1, "tree": 2, "blob": 3}
 
-// object reads the loose object id of type typ from the agent's
-// repository, checks it hashes to id, writes it to w as a pack entry and
+// object reads the object id of type typ from the agent's repository
+// (loose, else packed), checks it hashes to id, writes it to w as a pack entry and
 // returns its body (nil for a blob, which is streamed).
 func (r *agentRepo) object(id, typ string, w io.Writer) ([]byte, error) {
 	p := attest.Path(".git/objects/" + id[:2] + "/" + id[2:])
@@ -343,10 +338,7 @@ func (r *agentRepo) object(id, typ string, w io.Writer) ([]byte, error) {
 	}
 	if f == nil || r.changed[p] == nil {
 		f.Close()
-		if r.packed() {
-			return nil, fmt.Errorf("the agent's %s %s is not a loose object: the agent's repository is packed (git gc), and its pack files are not read", typ, id)
-		}
-		return nil, fmt.Errorf("the agent's %s %s is in neither the session's objects nor the workspace's repository", typ, id)
+		return r.packedObject(id, typ, w)
 	}
 	defer f.Close()
 	fileHash := sha256.New()
@@ -375,20 +367,7 @@ func (r *agentRepo) object(id, typ string, w io.Writer) ([]byte, error) {
 	h := r.newHash()
 	h.Write(hdr)
 	// The pack entry: type and size, then the body deflated.
-	var e [16]byte
-	k := 0
-	c := packTypes[typ]<<4 | byte(length&0x0f)
-	for rest := length >> 4; ; rest >>= 7 {
-		if rest != 0 {
-			c |= 0x80
-		}
-		e[k], k = c, k+1
-		if rest == 0 {
-			break
-		}
-		c = byte(rest & 0x7f)
-	}
-	if _, err := w.Write(e[:k]); err != nil {
+	if err := entryHeader(w, typ, length); err != nil {
 		return nil, err
 	}
 	zw := zlib.NewWriter(w)
@@ -418,6 +397,25 @@ func (r *agentRepo) object(id, typ string, w io.Writer) ([]byte, error) {
 		return nil, fmt.Errorf("the agent's %q does not hold what the statement lists", string(p))
 	}
 	return body.Bytes(), nil
+}
+
+// entryHeader writes a pack entry's header: its type and size.
+func entryHeader(w io.Writer, typ string, length uint64) error {
+	var e [16]byte
+	k := 0
+	c := packTypes[typ]<<4 | byte(length&0x0f)
+	for rest := length >> 4; ; rest >>= 7 {
+		if rest != 0 {
+			c |= 0x80
+		}
+		e[k], k = c, k+1
+		if rest == 0 {
+			break
+		}
+		c = byte(rest & 0x7f)
+	}
+	_, err := w.Write(e[:k])
+	return err
 }
 
 type countingReader struct {

@@ -116,6 +116,35 @@ func TestApplyGitBranchAgentCommits(t *testing.T) {
 	}
 }
 
+// TestApplyGitBranchPacked: an agent whose git packed its objects (git
+// gc, with deltas between versions of a file) gets its commits on the
+// branch as it made them, read from its pack.
+func TestApplyGitBranchPacked(t *testing.T) {
+	e, out, notes := gitBranchEnv(t, "s", `seq 1 3000 > big.txt; G add big.txt; G commit -qm 'agent: big'
+sed -i 's/^1500$/fifteen hundred/' big.txt; G commit -qam 'agent: edit'
+G gc -q --aggressive; ls .git/objects/pack/*.pack >/dev/null
+echo u > untracked.txt
+G log -2 --format='%H %an <%ae> %ad %cd %s' --date=raw > NOTES/log
+G verify-pack -v .git/objects/pack/*.idx > NOTES/verify-pack
+`)
+	agentLog, err := os.ReadFile(filepath.Join(notes, "log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if vp, _ := os.ReadFile(filepath.Join(notes, "verify-pack")); !strings.Contains(string(vp), "chain length = 1") {
+		t.Fatalf("the agent's pack holds no delta:\n%s", vp)
+	}
+	e.mustCLI(0, "apply", "--state-dir", e.state, "--git-branch", "agent", out)
+	got := gitIn(t, e.ws, "log", "--format=%H %an <%ae> %ad %cd %s", "--date=raw", "agent")
+	if lines := strings.SplitAfter(got, "\n"); len(lines) != 5 || strings.Join(lines[1:3], "") != string(agentLog) {
+		t.Fatalf("git log agent:\n%s\nwant the layerseal commit, then the agent's:\n%s", got, agentLog)
+	}
+	if b := gitIn(t, e.ws, "show", "agent:big.txt"); !strings.Contains(b, "\nfifteen hundred\n1501\n") {
+		t.Errorf("big.txt on the branch is not the agent's")
+	}
+	gitIn(t, e.ws, "fsck", "--strict")
+}
+
 // TestApplyGitBranchHostileHistory: an agent's history that cannot be
 // taken over as it is (a corrupt object, a parent in neither the session
 // nor the workspace, packed objects, too long a history) is refused with
@@ -132,8 +161,10 @@ cp .git/objects/$(echo $t | cut -c1-2)/$(echo $t | cut -c3-) $o
 		{"parent", `c=$(printf 'tree %s\nparent 1111111111111111111111111111111111111111\nauthor A <a@a> 1 +0000\ncommitter A <a@a> 1 +0000\n\nm\n' $(G rev-parse 'HEAD^{tree}') | G hash-object -t commit -w --literally --stdin)
 echo $c > .git/refs/heads/main
 `, "commit 1111111111111111111111111111111111111111 is in neither the session's objects nor the workspace's repository"},
-		{"packed", `echo one > a.txt; G add a.txt; G commit -qm c; G gc -q
-`, "the agent's repository is packed"},
+		{"packcorrupt", `echo one > a.txt; G add a.txt; G commit -qm c; G gc -q
+p=$(ls .git/objects/pack/*.pack); chmod u+w $p; n=$(wc -c < $p)
+{ head -c 12 $p; head -c $((n-12)) /dev/zero | tr '\0' X; } > p.tmp; cat p.tmp > $p; rm p.tmp
+`, "the agent's \".git/objects/pack/pack-"},
 		{"long", `base=$(G rev-parse HEAD)
 i=0; while [ $i -le 10000 ]; do printf 'commit refs/heads/main\ncommitter A <a@a> %d +0000\ndata 1\nx\n' $i; [ $i -eq 0 ] && printf 'from %s\n' $base; i=$((i+1)); done | G -c fastimport.unpackLimit=100000 fast-import --quiet
 `, "reaches more than 10000 new commits"},
