@@ -166,7 +166,8 @@ p=$(ls .git/objects/pack/*.pack); chmod u+w $p; n=$(wc -c < $p)
 { head -c 12 $p; head -c $((n-12)) /dev/zero | tr '\0' X; } > p.tmp; cat p.tmp > $p; rm p.tmp
 `, "the agent's \".git/objects/pack/pack-"},
 		{"long", `base=$(G rev-parse HEAD)
-i=0; while [ $i -le 10000 ]; do printf 'commit refs/heads/main\ncommitter A <a@a> %d +0000\ndata 1\nx\n' $i; [ $i -eq 0 ] && printf 'from %s\n' $base; i=$((i+1)); done | G -c fastimport.unpackLimit=100000 fast-import --quiet
+awk -v b=$base 'BEGIN { for (i = 0; i <= 10000; i++) { printf "commit refs/heads/main\ncommitter A <a@a> %d +0000\ndata 1\nx\n", i; if (i == 0) printf "from %s\n", b } }' |
+	G -c fastimport.unpackLimit=100000 fast-import --quiet
 `, "reaches more than 10000 new commits"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
