@@ -33,7 +33,7 @@ func verifyCommand() *cli.Command {
 			&cli.BoolFlag{Name: "json", Usage: "print the result as JSON"},
 			&cli.StringFlag{Name: "session", Usage: "refuse (exit 1) a bundle, export or head that is not of session `ID`"},
 			&cli.StringFlag{Name: "logs", Usage: "also check the agent's output files in `DIR` (from run --log-output) against the digests the statement records (exit 1 where one differs)"},
-			&cli.StringFlag{Name: "workspace", Usage: "also check that `DIR` holds, path by path, what the statement says was applied (exit 1 where it does not)"},
+			&cli.StringFlag{Name: "workspace", Usage: "also check that `DIR` holds, path by path, what the statement says was applied (exit 1 where it does not; 3 when the change set went to a git branch instead)"},
 			stateDirFlag(),
 			&cli.StringFlag{Name: "log-key", Usage: "check the log receipt of OUT's statement head (or of HEAD) against the log's verifier key `LOGPUB`"},
 			&cli.StringSliceFlag{Name: "witness-key", Usage: "a witness's verifier key `W` (file or key; repeatable)"},
