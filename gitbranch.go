@@ -134,7 +134,7 @@ func (store *Store) ApplyToGitBranch(out, name string) (*GitBranchResult, error)
 		return nil, err
 	}
 	entries = s.unsettled(entries)
-	var touched []touched
+	var ours []touched
 	var commit []attest.Entry
 	var candidates []string
 	for _, e := range entries {
@@ -202,12 +202,16 @@ func (store *Store) ApplyToGitBranch(out, name string) (*GitBranchResult, error)
 			msg = fmt.Sprintf("layerseal: session %s, uncommitted\n\nWhat the agent of layerseal session %s left uncommitted on top of its\n%d commit(s), as the session's signed statement lists it.\n\nLayerseal-Statement: sha256:%s\nLayerseal-Session: %s\n", s.rec.ID, s.rec.ID, len(objs.Commits), statement, s.rec.ID)
 		}
 		if err := g.fastImport(res.Branch, from, msg, pre, upper, commit); err != nil {
+			if tip != "" {
+				// No ref names them: `git gc` prunes them in time.
+				return nil, fmt.Errorf("%w (no ref was written; the agent's objects were, as a pack no ref names)", err)
+			}
 			return nil, err
 		}
 		if res.Commit, err = g.out(nil, "rev-parse", "--verify", res.Branch+"^{commit}"); err != nil {
 			return nil, fmt.Errorf("the new branch %q: %w", name, err)
 		}
-		touched = gitTouched(ws, name, before, s.launchedAt().UnixNano())
+		ours = gitTouched(ws, name, before, s.launchedAt().UnixNano())
 	} else if n, err := g.out(nil, "rev-list", "--count", res.Parent+".."+res.Commit); err == nil {
 		c, _ := strconv.Atoi(n)
 		res.AgentCommits = max(c-1, 0)
@@ -225,7 +229,7 @@ func (store *Store) ApplyToGitBranch(out, name string) (*GitBranchResult, error)
 		j.State = journalBranch
 	}
 	j.GitBranch, j.GitCommit = res.Branch, res.Commit
-	j.Touched = append(j.Touched, touched...)
+	j.Touched = append(j.Touched, ours...)
 	if err := s.dir.saveJournal(j, s.env); err != nil {
 		return res, fmt.Errorf("the commit %s was made on %q, but recording it failed: %w (run the same command again to record it)", res.Commit, name, err)
 	}

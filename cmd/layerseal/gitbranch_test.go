@@ -18,14 +18,14 @@ const agentGitFn = `G() { git -c safe.directory='*' -c user.name='Agent Smith' -
 // gitBranchEnv is a workspace that is a git repository with one commit,
 // and a staged session whose agent ran script; it returns the session's
 // output dir and the dir the agent could write its notes to.
-func gitBranchEnv(t *testing.T, name, script string) (*env, string, string) {
+func gitBranchEnv(t *testing.T, name, script string, initArgs ...string) (*env, string, string) {
 	t.Helper()
 	if _, err := exec.LookPath("git"); err != nil {
 		t.Fatalf("git is needed for this test: %v", err)
 	}
 	e := newEnv(t)
 	write(t, e.ws, map[string]string{"a.txt": "a\n", "b.txt": "b\n"})
-	gitIn(t, e.ws, "init", "-q")
+	gitIn(t, e.ws, append([]string{"init", "-q"}, initArgs...)...)
 	gitIn(t, e.ws, "add", "-A")
 	gitIn(t, e.ws, "commit", "-qm", "base")
 	notes := filepath.Join(e.dir, name+".view")
@@ -143,6 +143,24 @@ G verify-pack -v .git/objects/pack/*.idx > NOTES/verify-pack
 		t.Errorf("big.txt on the branch is not the agent's")
 	}
 	gitIn(t, e.ws, "fsck", "--strict")
+}
+
+// TestApplyGitBranchSHA256: in a repository of SHA-256 object ids, the
+// agent's commits, loose and packed, keep their ids too.
+func TestApplyGitBranchSHA256(t *testing.T) {
+	for _, gc := range []string{"", "G gc -q\n"} {
+		e, out, notes := gitBranchEnv(t, "s", twoCommits+gc+"G log -2 --format='%H %an <%ae> %ad %cd %s' --date=raw > NOTES/log\n", "--object-format=sha256")
+		agentLog, err := os.ReadFile(filepath.Join(notes, "log"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.mustCLI(0, "apply", "--state-dir", e.state, "--git-branch", "agent", out)
+		got := gitIn(t, e.ws, "log", "--format=%H %an <%ae> %ad %cd %s", "--date=raw", "agent")
+		if lines := strings.SplitAfter(got, "\n"); len(lines) != 5 || len(strings.Fields(lines[1])[0]) != 64 || strings.Join(lines[1:3], "") != string(agentLog) {
+			t.Errorf("git log agent (gc %q):\n%s\nwant the layerseal commit, then the agent's:\n%s", gc, got, agentLog)
+		}
+		gitIn(t, e.ws, "fsck", "--strict")
+	}
 }
 
 // TestApplyGitBranchHostileHistory: an agent's history that cannot be
