@@ -113,7 +113,11 @@ const (
 	// journalPartial: parts of the change set were applied or
 	// discarded (journal.Applied, journal.Discarded); the rest is staged.
 	journalPartial = "partial"
-	journalFile    = "journal.json"
+	// journalBranch: Store.ApplyToGitBranch wrote the change set to a
+	// git branch (journal.GitBranch); the workspace is as it was and the
+	// change set stays staged.
+	journalBranch = "branch"
+	journalFile   = "journal.json"
 )
 
 // journal records where the apply of one session stands. It is written
@@ -718,6 +722,7 @@ func (s *Store) Discard(out string, force bool) error {
 	nj := journal{State: journalDiscarded}
 	if j != nil {
 		nj.Applied, nj.Discarded = j.Applied, j.Discarded
+		nj.GitBranch, nj.GitCommit = j.GitBranch, j.GitCommit
 	}
 	if j != nil && j.State == journalPartial {
 		// The rest of a partly applied session: what is still staged is

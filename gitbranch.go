@@ -34,41 +34,62 @@ type GitBranchResult struct {
 	Branch string // refs/heads/NAME
 	Commit string // the commit made
 	Parent string // the workspace's HEAD at launch
+	// AgentCommits counts the commits the agent made that the branch
+	// took over, below the commit made.
+	AgentCommits int
 	// Committed counts the changes the commit holds (directories among
 	// them, which git holds through their files).
 	Committed int
-	// Left are the changes left out of the commit and staged, each with
-	// why: inside .git, ignored by git, or not a file git holds.
+	// Left are the changes left out of the commit, each with why:
+	// inside .git, ignored by git, or not a file git holds. (The whole
+	// change set stays staged.)
 	Left []LeftChange
 }
 
-// LeftChange is a change ApplyToGitBranch left staged.
+// LeftChange is a change ApplyToGitBranch left out of its commit.
 type LeftChange struct {
 	Path attest.Path
 	Why  string
 }
 
-// ApplyToGitBranch writes the staged change set of the session out as one
-// commit on the new branch NAME of the git repository the workspace is,
-// whose parent is the workspace's HEAD at launch, and counts what it
-// committed as applied. Its message names the session and carries the
-// trailers "Layerseal-Statement: sha256:HEX" (the signed statement's
-// digest) and "Layerseal-Session: ID". The working tree, the index and
-// the checked-out branch are left alone: the commit is made by `git
-// fast-import` (one process, streaming each file's bytes from the upper
-// layer, checked against the statement's digest), which writes objects
-// and the one new ref only.
+// ApplyToGitBranch writes the staged change set of the session out to
+// the new branch NAME of the git repository the workspace is, and leaves
+// the workspace as it is: its working tree, index, HEAD and checked-out
+// branch, and the change set stays staged (for Apply to the working tree,
+// or Discard). The session is then on the branch (StateBranch).
 //
-// The upper layer is left for Prune to remove. Changes inside .git are
-// never committed, paths git ignores (`git
-// check-ignore`, the workspace's ignore rules) are left out, and so are
-// FIFOs, devices and sockets: all listed in Left and left staged.
+// The commits the agent made (reachable from HEAD in the change set's
+// merged view of .git, and not in the workspace's repository) become the
+// branch's history as they are, with their messages, authors, dates and
+// ids: their objects are read from the session's loose objects and the
+// pack files the agent's git wrote, never by git (the agent's
+// repository's config, hooks, alternates, grafts and replace refs are
+// never looked at), each file checked against the statement's digest and
+// each object against its id, within bounds on count, size and delta
+// depth, and written as one pack through `git index-pack --strict`, which
+// checks them again. A history that cannot be read this way is refused:
+// an object that is corrupt or missing from the session's objects and
+// the workspace's repository, a malformed pack, too many commits or
+// objects. Of the
+// agent's .git, only those objects reach the workspace's repository.
+//
+// On top (or on the workspace's HEAD at launch when the agent made no
+// commit) comes one commit of what the agent left uncommitted: the change
+// set, each file streamed from the upper layer by `git fast-import` and
+// checked against the statement's digest, over the agent's last commit
+// with what its commits changed and its working tree undid taken back.
+// Its message names the session and carries the trailers
+// "Layerseal-Statement: sha256:HEX" (the signed statement's digest) and
+// "Layerseal-Session: ID". Changes inside .git are never committed, paths
+// git ignores (`git check-ignore`, the workspace's ignore rules) are left
+// out, and so are FIFOs, devices and sockets: all listed in Left.
+//
 // Refused with nothing written (ErrGitBranch): a workspace that is not
 // the top of a git repository, a branch that exists (unless it is this
 // session's own commit, from a run that stopped before recording it:
 // then only the record is written), a session that did not record HEAD
-// at launch, a detached HEAD that moved since, and an index holding
-// staged changes.
+// at launch, a detached HEAD that moved since, an index holding staged
+// changes, and agent commits refused as above.
 func (store *Store) ApplyToGitBranch(out, name string) (*GitBranchResult, error) {
 	s, err := store.openStaged(out)
 	if err != nil {
@@ -83,7 +104,7 @@ func (store *Store) ApplyToGitBranch(out, name string) (*GitBranchResult, error)
 		return nil, fmt.Errorf("session %s: %w; run `layerseal apply %s` to finish it first", s.rec.ID, ErrInterrupted, s.rec.ID)
 	}
 	if s.j != nil && s.j.GitCommit != "" {
-		return nil, fmt.Errorf("session %s was committed to %s (commit %s) already: %w; what it left staged is applied to the workspace with `layerseal apply %s`", s.rec.ID, strings.TrimPrefix(s.j.GitBranch, "refs/heads/"), s.j.GitCommit, ErrGitBranch, out)
+		return nil, fmt.Errorf("session %s was written to git branch %s (commit %s) already: %w", s.rec.ID, strings.TrimPrefix(s.j.GitBranch, "refs/heads/"), s.j.GitCommit, ErrGitBranch)
 	}
 	if lowerMoved(s.st.Incomplete) || unexamined(s.st.Incomplete) {
 		return nil, fmt.Errorf("parts of the change set were not examined (see the incomplete reasons): %w", ErrGitBranch)
@@ -113,6 +134,7 @@ func (store *Store) ApplyToGitBranch(out, name string) (*GitBranchResult, error)
 		return nil, err
 	}
 	entries = s.unsettled(entries)
+	var ours []touched
 	var commit []attest.Entry
 	var candidates []string
 	for _, e := range entries {
@@ -156,38 +178,61 @@ func (store *Store) ApplyToGitBranch(out, name string) (*GitBranchResult, error)
 	slices.SortFunc(res.Left, func(a, b LeftChange) int { return strings.Compare(string(a.Path), string(b.Path)) })
 
 	if res.Commit == "" {
-		msg := fmt.Sprintf("layerseal: session %s\n\nThe change set of layerseal session %s, as its signed statement lists it.\n\nLayerseal-Statement: sha256:%s\nLayerseal-Session: %s\n", s.rec.ID, s.rec.ID, statement, s.rec.ID)
 		upper, err := linux.Openat(unix.AT_FDCWD, s.dir.upper(), unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC)
 		if err != nil {
 			return nil, fmt.Errorf("session %s: its upper layer: %w", s.rec.ID, unwrapPath(err))
 		}
 		defer linux.Close(upper)
-		if err := g.fastImport(res.Branch, res.Parent, msg, upper, commit); err != nil {
+		objs, tip, err := g.agentCommits(upper, ws, entries, res.Parent)
+		if err != nil {
+			return nil, err
+		}
+		defer objs.Close()
+		before := gitDirs(ws, name)
+		from, msg := res.Parent, fmt.Sprintf("layerseal: session %s\n\nThe change set of layerseal session %s, as its signed statement lists it.\n\nLayerseal-Statement: sha256:%s\nLayerseal-Session: %s\n", s.rec.ID, s.rec.ID, statement, s.rec.ID)
+		var pre []string
+		if tip != "" {
+			if err := g.writeObjects(objs, len(res.Parent)); err != nil {
+				return nil, err
+			}
+			if pre, err = g.reverts(res.Parent, tip); err != nil {
+				return nil, err
+			}
+			from, res.AgentCommits = tip, len(objs.Commits)
+			msg = fmt.Sprintf("layerseal: session %s, uncommitted\n\nWhat the agent of layerseal session %s left uncommitted on top of its\n%d commit(s), as the session's signed statement lists it.\n\nLayerseal-Statement: sha256:%s\nLayerseal-Session: %s\n", s.rec.ID, s.rec.ID, len(objs.Commits), statement, s.rec.ID)
+		}
+		if err := g.fastImport(res.Branch, from, msg, pre, upper, commit); err != nil {
+			if tip != "" {
+				// No ref names them: `git gc` prunes them in time.
+				return nil, fmt.Errorf("%w (no ref was written; the agent's objects were, as a pack no ref names)", err)
+			}
 			return nil, err
 		}
 		if res.Commit, err = g.out(nil, "rev-parse", "--verify", res.Branch+"^{commit}"); err != nil {
 			return nil, fmt.Errorf("the new branch %q: %w", name, err)
 		}
+		ours = gitTouched(ws, name, before, s.launchedAt().UnixNano())
+	} else if n, err := g.out(nil, "rev-list", "--count", res.Parent+".."+res.Commit); err == nil {
+		c, _ := strconv.Atoi(n)
+		res.AgentCommits = max(c-1, 0)
 	}
 	res.Committed = len(commit)
 
+	// The workspace is as it was: the change set stays staged, for an
+	// apply to the working tree or a discard; the journal names the
+	// branch.
 	var j journal
 	if s.j != nil {
 		j = *s.j
 	}
-	j.State, j.GitBranch, j.GitCommit = journalApplied, res.Branch, res.Commit
-	for _, e := range commit {
-		j.Applied = append(j.Applied, e.Path)
+	if j.State == "" {
+		j.State = journalBranch
 	}
-	if len(res.Left) > 0 {
-		j.State = journalPartial
-	}
+	j.GitBranch, j.GitCommit = res.Branch, res.Commit
+	j.Touched = append(j.Touched, ours...)
 	if err := s.dir.saveJournal(j, s.env); err != nil {
 		return res, fmt.Errorf("the commit %s was made on %q, but recording it failed: %w (run the same command again to record it)", res.Commit, name, err)
 	}
-	// The upper layer stays in the state dir until `layerseal sessions
-	// --prune` removes the session: removing 10,000 files costs as much
-	// as the commit (measured), and the change set lives on as the commit.
 	return res, nil
 }
 
@@ -392,12 +437,14 @@ func (g gitCmd) ignored(paths []string, ws *os.File, upperDir string, entries []
 // path removed, from parent onto the new ref. The stream ends in "done":
 // a stream cut short (a file that does not match, an error) writes no
 // ref.
-func (g gitCmd) fastImport(ref, parent, msg string, upper int, entries []attest.Entry) error {
+func (g gitCmd) fastImport(ref, parent, msg string, pre []string, upper int, entries []attest.Entry) error {
 	ident, err := g.out(nil, "var", "GIT_COMMITTER_IDENT")
 	if err != nil {
 		return fmt.Errorf("%w (set user.name and user.email in git's config: the repository's own, or its owner's, as git runs as the owner of the repository); %w", err, ErrGitBranch)
 	}
-	cmd := g.command(nil, "fast-import", "--quiet", "--date-format=raw")
+	// Always a pack: loose objects would land beside the agent's own
+	// in .git/objects, where a later apply of the change set puts them.
+	cmd := g.command(nil, "-c", "fastimport.unpackLimit=0", "fast-import", "--quiet", "--date-format=raw")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	stdin, err := cmd.StdinPipe()
@@ -411,6 +458,9 @@ func (g gitCmd) fastImport(ref, parent, msg string, upper int, entries []attest.
 	buf := make([]byte, 256<<10) // one copy buffer for every file
 	werr := func() error {
 		fmt.Fprintf(w, "feature done\ncommit %s\ncommitter %s\ndata %d\n%s\nfrom %s\n", ref, ident, len(msg), msg, parent)
+		for _, l := range pre {
+			fmt.Fprintf(w, "%s\n", l)
+		}
 		for _, e := range entries {
 			path := review.Quote(string(e.Path))
 			if e.New == nil {

@@ -106,7 +106,7 @@ func (s *Store) pruneMove(opt PruneOptions) ([]Pruned, []string, error) {
 		switch p.State {
 		case StateRunning:
 			p.Why = "it is running"
-		case StateStaged, StateInterrupted:
+		case StateStaged, StateInterrupted, StateBranch:
 			if !opt.Force {
 				p.Why = "its change set is kept (" + p.State + "): apply or discard it first, or prune with --force to drop it"
 			}

@@ -17,6 +17,7 @@ const (
 	StateRunning     = "running"     // its supervisor (or an apply of it) is alive
 	StateStaged      = "staged"      // signed; the change set waits for apply or discard
 	StateApplied     = "applied"     // applied (Skipped says when only partly)
+	StateBranch      = "branch"      // written to a git branch (GitBranch); the workspace is as it was, the change set still staged
 	StateDiscarded   = "discarded"   // dropped; the workspace was left as it was
 	StateInterrupted = "interrupted" // its supervisor or an apply of it died part way (Detail says how to go on)
 	StateUnreadable  = "unreadable"  // its record could not be read (Detail says why); it is left as it is
@@ -46,8 +47,8 @@ type SessionInfo struct {
 	Applied   int `json:"applied,omitempty"`
 	Discarded int `json:"discarded,omitempty"`
 	Staged    int `json:"staged,omitempty"`
-	// GitBranch and GitCommit name the commit the change set was
-	// applied to (Store.ApplyToGitBranch).
+	// GitBranch and GitCommit name the branch and commit the change set
+	// was written to (Store.ApplyToGitBranch).
 	GitBranch string `json:"git_branch,omitempty"`
 	GitCommit string `json:"git_commit,omitempty"`
 	// LaunchCommit is the commit the workspace's git HEAD was at when the
@@ -160,6 +161,9 @@ func (s *Store) info(d sessionDir, r sessionRecord) SessionInfo {
 		info.State = StateDiscarded
 	case j != nil && j.State == journalApplying:
 		info.State, info.Detail = StateInterrupted, fmt.Sprintf("an apply stopped part way: `layerseal apply %s` finishes it", s.CommandRef(r.ID))
+	case st != nil && j != nil && j.State == journalBranch:
+		info.Staged = info.ToApply
+		info.State, info.Detail = StateBranch, fmt.Sprintf("written to git branch %[1]s (commit %[2]s); the workspace is as it was: `git switch %[1]s` or `git merge %[1]s` takes it, `layerseal discard %[3]s` drops the staged copy (`layerseal apply %[3]s` applies it to the working tree instead)", strings.TrimPrefix(j.GitBranch, "refs/heads/"), j.GitCommit, s.CommandRef(r.ID))
 	case st != nil && j != nil && j.State == journalPartial:
 		info.Staged = max(info.ToApply-info.Applied-info.Discarded, 0)
 		info.State, info.Detail = StateStaged, fmt.Sprintf("partly settled: %d change(s) applied, %d discarded, %d still staged: `layerseal diff %s` shows them", info.Applied, info.Discarded, info.Staged, s.CommandRef(r.ID))

@@ -29,9 +29,12 @@ const (
 	exitOK         = 0
 	exitFailed     = 1
 	exitIncomplete = 2
-	exitUsage      = 64
-	exitSetup      = 125
-	exitNotFound   = 127
+	// exitOnBranch: verify --workspace of a session written to a git
+	// branch (apply --git-branch) and not applied to the workspace.
+	exitOnBranch = 3
+	exitUsage    = 64
+	exitSetup    = 125
+	exitNotFound = 127
 )
 
 // exitError ends the process with code after printing msg (if any).

@@ -123,10 +123,8 @@ func sessionText(info *layerseal.SessionInfo) string {
 		return fmt.Sprintf("partly applied: all but %s (and what lies beneath)", strings.Join(skipped, ", "))
 	case info.State == layerseal.StateApplied:
 		return fmt.Sprintf("applied: %d change(s)", info.ToApply)
-	case info.GitCommit != "" && info.State == layerseal.StateApplied:
-		return fmt.Sprintf("applied to git branch %s (commit %s): %d change(s)", strings.TrimPrefix(info.GitBranch, "refs/heads/"), info.GitCommit, info.Applied)
-	case info.GitCommit != "":
-		return fmt.Sprintf("partly applied to git branch %s (commit %s): %d change(s); %d still staged", strings.TrimPrefix(info.GitBranch, "refs/heads/"), info.GitCommit, info.Applied, info.Staged)
+	case info.State == layerseal.StateBranch:
+		return fmt.Sprintf("branch %s (commit %s): written to that git branch; the workspace is as it was, %d change(s) still staged", strings.TrimPrefix(info.GitBranch, "refs/heads/"), info.GitCommit, info.Staged)
 	case info.State == layerseal.StateStaged && info.Applied+info.Discarded > 0:
 		return fmt.Sprintf("partly settled: %d change(s) applied, %d discarded, %d still staged", info.Applied, info.Discarded, info.Staged)
 	case info.State == layerseal.StateStaged:

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/urfave/cli/v3"
 	"golang.org/x/sys/unix"
@@ -315,16 +316,26 @@ func applyGitBranch(cmd *cli.Command, name string) error {
 			inGit++
 			continue
 		}
-		fmt.Fprintf(os.Stderr, "layerseal: left staged: %s (%s)\n", l.Path, l.Why)
+		fmt.Fprintf(os.Stderr, "layerseal: not in the commit: %s (%s)\n", l.Path, l.Why)
 	}
 	if inGit > 0 {
-		fmt.Fprintf(os.Stderr, "layerseal: left staged: %d change(s) inside .git (never committed; `layerseal diff %s` lists them)\n", inGit, sessionArgs(cmd, out))
+		fmt.Fprintf(os.Stderr, "layerseal: not in the commit: %d change(s) inside .git (never committed)\n", inGit)
 	}
-	fmt.Fprintf(os.Stderr, "layerseal: committed %d change(s) to the new branch %s: commit %s, parent %s (HEAD at launch); the working tree, index and checked-out branch are as they were\n",
-		res.Committed, name, res.Commit, res.Parent)
-	if len(res.Left) > 0 {
-		fmt.Fprintf(os.Stderr, "layerseal: %d change(s) left staged: `layerseal diff %s` shows them\n", len(res.Left), sessionArgs(cmd, out))
+	if res.AgentCommits > 0 {
+		fmt.Fprintf(os.Stderr, "layerseal: the branch %s holds the agent's %d commit(s) as it made them, then commit %s of what it left uncommitted (%d change(s))\n", name, res.AgentCommits, res.Commit, res.Committed)
+	} else {
+		fmt.Fprintf(os.Stderr, "layerseal: committed %d change(s) to the new branch %s: commit %s, parent %s (HEAD at launch)\n", res.Committed, name, res.Commit, res.Parent)
 	}
+	fmt.Fprintf(os.Stderr, "layerseal: the working tree, index and checked-out branch are as they were: `git switch %[1]s` or `git merge %[1]s` takes the branch; the change set stays staged: `layerseal discard %[2]s` drops it (`layerseal apply %[2]s` applies it to the working tree instead)\n", name, sessionArgs(cmd, out))
 	fmt.Println(res.Commit)
 	return nil
+}
+
+// onBranch is what apply and discard add for a session that was written
+// to a git branch before: the branch holds the change set still.
+func onBranch(info *layerseal.SessionInfo) string {
+	if info == nil || info.GitCommit == "" {
+		return ""
+	}
+	return fmt.Sprintf(" (it was written to git branch %s, commit %s, before: the branch is left as it is)", strings.TrimPrefix(info.GitBranch, "refs/heads/"), info.GitCommit)
 }

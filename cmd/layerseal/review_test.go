@@ -252,7 +252,7 @@ func repoState(t *testing.T, dir string) string {
 // commit on a new branch whose parent is HEAD at launch, with the
 // session's trailers, leaving the working tree, the index and the
 // checked-out branch alone; .git changes, ignored paths and a FIFO are
-// left staged and listed; an existing branch, a second --git-branch, a
+// left out and listed, and the change set stays staged; an existing branch, a second --git-branch, a
 // workspace that is no repository, a detached HEAD that moved and a
 // dirty index are refused with nothing written.
 // TestApplyGitBranchAsOwner: in a repository of another user, git runs
@@ -365,7 +365,7 @@ echo note > .git/agent-note; mkfifo fifo; ln -s src/a.go link; echo '*.tmp' >> .
 	if got := gitIn(t, e.ws, "show", "agent:src/a.go"); got != "a2\n" {
 		t.Errorf("src/a.go on the branch: %q", got)
 	}
-	for _, want := range []string{"left staged: 2 change(s) inside .git (never committed", "left staged: build/o (ignored by git)", "left staged: x.tmp (ignored by git)", "left staged: build (holds changes left staged)", "left staged: fifo (not a file git holds"} {
+	for _, want := range []string{"not in the commit: 2 change(s) inside .git (never committed", "not in the commit: build/o (ignored by git)", "not in the commit: x.tmp (ignored by git)", "not in the commit: build (holds changes left staged)", "not in the commit: fifo (not a file git holds"} {
 		if !strings.Contains(stderr, want) {
 			t.Errorf("apply --git-branch does not say %q:\n%s", want, stderr)
 		}
@@ -373,10 +373,11 @@ echo note > .git/agent-note; mkfifo fifo; ln -s src/a.go link; echo '*.tmp' >> .
 	if after := repoState(t, e.ws); strings.Replace(after, gitIn(t, e.ws, "for-each-ref", "refs/heads/agent"), "", 1) != before {
 		t.Errorf("--git-branch changed more than the new branch:\n%s\n---\n%s", before, after)
 	}
-	if msg := e.mustCLI(1, "apply", "--state-dir", e.state, "--git-branch", "again", out); !strings.Contains(msg, "was committed to agent (commit "+commit+") already") {
+	if msg := e.mustCLI(1, "apply", "--state-dir", e.state, "--git-branch", "again", out); !strings.Contains(msg, "was written to git branch agent (commit "+commit+") already") {
 		t.Errorf("a second --git-branch: %s", msg)
 	}
-	if list := e.mustCLI(0, "diff", "--state-dir", e.state, out); !strings.Contains(list, "A  .git/agent-note\n") || !strings.Contains(list, "A  x.tmp\n") || strings.Contains(list, "src/a.go") {
+	// The whole change set stays staged.
+	if list := e.mustCLI(0, "diff", "--state-dir", e.state, out); !strings.Contains(list, "A  .git/agent-note\n") || !strings.Contains(list, "A  x.tmp\n") || !strings.Contains(list, "M  src/a.go") {
 		t.Errorf("diff after --git-branch:\n%s", list)
 	}
 

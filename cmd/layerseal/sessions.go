@@ -96,7 +96,10 @@ func writeSessions(w io.Writer, list []layerseal.SessionInfo, color bool) {
 		if len(s.Skipped) > 0 {
 			state += " (partly)"
 		}
-		code := map[string]string{layerseal.StateRunning: "36", layerseal.StateStaged: "33", layerseal.StateApplied: "32"}[s.State]
+		if s.State == layerseal.StateBranch {
+			state += " " + strings.TrimPrefix(s.GitBranch, "refs/heads/")
+		}
+		code := map[string]string{layerseal.StateRunning: "36", layerseal.StateStaged: "33", layerseal.StateApplied: "32", layerseal.StateBranch: "33"}[s.State]
 		if code == "" {
 			code = "31"
 		}

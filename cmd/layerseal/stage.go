@@ -93,7 +93,7 @@ func applyCommand() *cli.Command {
 			&cli.BoolFlag{Name: "skip", Usage: "leave the named PATHs, and what lies beneath them, out of the apply: they stay staged"},
 			&cli.StringSliceFlag{Name: "only", Usage: "apply only the changes this `GLOB` matches (and what lies beneath them; repeat for more); the rest stays staged"},
 			&cli.StringSliceFlag{Name: "except", Usage: "apply all but the changes this `GLOB` matches (and what lies beneath them; repeat for more); those stay staged"},
-			&cli.StringFlag{Name: "git-branch", Usage: "write the change set as one commit on the new git branch `NAME` (parent: HEAD at launch) instead of the workspace; the working tree, index and checked-out branch are left alone"},
+			&cli.StringFlag{Name: "git-branch", Usage: "write the change set to the new git branch `NAME`: the agent's commits, then one of what it left uncommitted (on HEAD at launch when it made none); the workspace is left alone and the change set stays staged"},
 			jsonResultFlag(),
 		},
 		Action: func(ctx context.Context, cmd *cli.Command) error {
@@ -163,7 +163,7 @@ func applyCommand() *cli.Command {
 				msg = fmt.Sprintf("layerseal: applied all but %d skipped path(s) and what lies beneath them, which stay staged; %s",
 					len(opt.Skip), sessionText(sessionOf(cmd.String("state-dir"), st)))
 			}
-			fmt.Fprintln(os.Stderr, msg)
+			fmt.Fprintln(os.Stderr, msg+onBranch(sessionOf(cmd.String("state-dir"), st)))
 			removeLeftLayers(store, st.SessionID)
 			if cmd.Bool("json") {
 				info, _ := store.Session(st.SessionID)
@@ -223,7 +223,7 @@ func discardCommand() *cli.Command {
 			if info != nil && info.Applied > 0 {
 				fmt.Fprintf(os.Stderr, "layerseal: discarded what was still staged of %s; %s\n", cmd.Args().First(), sessionText(info))
 			} else {
-				fmt.Fprintf(os.Stderr, "layerseal: discarded the change set of %s\n", cmd.Args().First())
+				fmt.Fprintf(os.Stderr, "layerseal: discarded the change set of %s%s\n", cmd.Args().First(), onBranch(info))
 			}
 			if cmd.Bool("json") {
 				printJSON(map[string]any{"session": info})

@@ -33,7 +33,7 @@ func verifyCommand() *cli.Command {
 			&cli.BoolFlag{Name: "json", Usage: "print the result as JSON"},
 			&cli.StringFlag{Name: "session", Usage: "refuse (exit 1) a bundle, export or head that is not of session `ID`"},
 			&cli.StringFlag{Name: "logs", Usage: "also check the agent's output files in `DIR` (from run --log-output) against the digests the statement records (exit 1 where one differs)"},
-			&cli.StringFlag{Name: "workspace", Usage: "also check that `DIR` holds, path by path, what the statement says was applied (exit 1 where it does not)"},
+			&cli.StringFlag{Name: "workspace", Usage: "also check that `DIR` holds, path by path, what the statement says was applied (exit 1 where it does not; 3 when the change set went to a git branch instead)"},
 			stateDirFlag(),
 			&cli.StringFlag{Name: "log-key", Usage: "check the log receipt of OUT's statement head (or of HEAD) against the log's verifier key `LOGPUB`"},
 			&cli.StringSliceFlag{Name: "witness-key", Usage: "a witness's verifier key `W` (file or key; repeatable)"},
@@ -108,7 +108,7 @@ func verifyCommand() *cli.Command {
 				}
 			}
 			if ws := cmd.String("workspace"); ws != "" && a.Statement != nil {
-				if err := checkWorkspace(ws, a.Statement); err != nil {
+				if err := checkWorkspace(ws, a.Statement, sessionOf(cmd.String("state-dir"), a.Statement)); err != nil {
 					return err
 				}
 			}
@@ -183,8 +183,15 @@ func printLaunch(cmd *cli.Command, l *attest.LaunchRecord) {
 }
 
 // checkWorkspace prints every path where ws disagrees with what st says
-// was applied; it fails (exit 1) when there is one.
-func checkWorkspace(ws string, st *attest.Statement) error {
+// was applied; it fails (exit 1) when there is one. A session written to
+// a git branch and not applied (info, when the state dir says so) is not
+// in the workspace by design: that is said, with exit 3.
+func checkWorkspace(ws string, st *attest.Statement, info *layerseal.SessionInfo) error {
+	if info != nil && info.State == layerseal.StateBranch {
+		fmt.Printf("workspace: not applied: the change set went to git branch %s (commit %s) and is still staged\n", strings.TrimPrefix(info.GitBranch, "refs/heads/"), info.GitCommit)
+		return exitWith(exitOnBranch, fmt.Errorf("workspace %q does not hold the change set: it was written to git branch %s (commit %s) instead, and the workspace was left as it was; `git switch %s` takes it",
+			ws, strings.TrimPrefix(info.GitBranch, "refs/heads/"), info.GitCommit, strings.TrimPrefix(info.GitBranch, "refs/heads/")))
+	}
 	ms, err := layerseal.CheckWorkspace(ws, st)
 	if err != nil {
 		return exitWith(exitFailed, err)
