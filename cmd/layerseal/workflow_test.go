@@ -737,7 +737,7 @@ func TestApplyProgress(t *testing.T) {
 	case <-read:
 	case <-time.After(5 * time.Second):
 	}
-	if !strings.Contains(shown.String(), "layerseal: applying: ") || !strings.Contains(shown.String(), "step(s)") {
+	if !strings.Contains(shown.String(), "layerseal: applying: ") || !strings.Contains(shown.String(), " of 13 change(s)") {
 		t.Errorf("no progress on a terminal:\n%q", shown.String())
 	}
 	// The same without a terminal: no progress line.
