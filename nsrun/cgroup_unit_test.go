@@ -48,3 +48,23 @@ func TestParseV1Cgroups(t *testing.T) {
 		t.Errorf("got %q, want %q", got, want)
 	}
 }
+
+// TestLimitHierarchies: each limit's controller is named with the
+// hierarchy the mount table gives it.
+func TestLimitHierarchies(t *testing.T) {
+	got := LimitHierarchies()
+	v1, err := v1Mounts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ctl := range []string{"memory", "pids"} {
+		switch h := got[ctl]; {
+		case h == "cgroup v1" && v1[ctl] == "":
+			t.Errorf("%s: said to be on cgroup v1, which has no hierarchy of it", ctl)
+		case h != "" && h != "cgroup v1" && h != "cgroup v2":
+			t.Errorf("%s: hierarchy %q", ctl, h)
+		case h == "" && v1[ctl] != "":
+			t.Errorf("%s: said to be held nowhere, but cgroup v1 has it at %s", ctl, v1[ctl])
+		}
+	}
+}

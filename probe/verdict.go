@@ -90,3 +90,19 @@ func (v Verdict) Lines() []string {
 	}
 	return out
 }
+
+// WithLimits adds to v what the host's cgroups mean for the agent's
+// limits: hierarchies maps "memory" and "pids" to the hierarchy that holds
+// such a limit ("cgroup v2", "cgroup v1"), or "" for none (see
+// nsrun.LimitHierarchies).
+func (v Verdict) WithLimits(hierarchies map[string]string) Verdict {
+	for _, c := range []struct{ ctl, flag string }{{"memory", "--memory"}, {"pids", "--pids"}} {
+		switch h := hierarchies[c.ctl]; h {
+		case "":
+			v.Notes = append(v.Notes, fmt.Sprintf("no cgroup hierarchy here has the %s controller: %s is not set, and a statement of a run that asks for it is incomplete (sandbox)", c.ctl, c.flag))
+		case "cgroup v1":
+			v.Notes = append(v.Notes, fmt.Sprintf("%s is held by the cgroup v1 %s controller (the v2 hierarchy lacks it); the launch record says so", c.flag, c.ctl))
+		}
+	}
+	return v
+}

@@ -55,3 +55,17 @@ func TestVerdict(t *testing.T) {
 		t.Errorf("lines of a kernel without mount IDs: %q", l)
 	}
 }
+
+// TestVerdictWithLimits: a limit held by cgroup v1 is a note, one no
+// hierarchy holds says that asking for it makes the statement incomplete.
+func TestVerdictWithLimits(t *testing.T) {
+	v := allYes().Verdict().WithLimits(map[string]string{"memory": "cgroup v2", "pids": "cgroup v2"})
+	if len(v.Notes) != 0 {
+		t.Errorf("limits held by cgroup v2: notes %q", v.Notes)
+	}
+	v = allYes().Verdict().WithLimits(map[string]string{"memory": "cgroup v1", "pids": ""})
+	if len(v.Notes) != 2 || !strings.Contains(v.Notes[0], "--memory is held by the cgroup v1 memory controller") ||
+		!strings.Contains(v.Notes[1], "--pids is not set") || !v.Runs {
+		t.Errorf("memory on v1, pids nowhere: %+v", v)
+	}
+}

@@ -418,11 +418,14 @@ func probeCommand() *cli.Command {
 			if err != nil {
 				return exitWith(exitFailed, err)
 			}
+			limits := nsrun.LimitHierarchies()
+			verdict := f.Verdict().WithLimits(limits)
 			if cmd.Bool("json") {
 				b, err := json.Marshal(struct {
 					probe.Features
-					Verdict probe.Verdict `json:"verdict"`
-				}{f, f.Verdict()}, json.Deterministic(true))
+					Limits  map[string]string `json:"limits"`
+					Verdict probe.Verdict     `json:"verdict"`
+				}{f, limits, verdict}, json.Deterministic(true))
 				if err != nil {
 					return exitWith(exitFailed, err)
 				}
@@ -432,8 +435,11 @@ func probeCommand() *cli.Command {
 			if err := f.WriteText(os.Stdout); err != nil {
 				return exitWith(exitFailed, err)
 			}
+			for _, ctl := range []string{"memory", "pids"} {
+				fmt.Printf("%-31s%s\n", "limits: "+ctl, orDefault(limits[ctl], "none"))
+			}
 			fmt.Println()
-			for _, l := range f.Verdict().Lines() {
+			for _, l := range verdict.Lines() {
 				fmt.Println(l)
 			}
 			return nil
