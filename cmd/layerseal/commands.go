@@ -28,7 +28,7 @@ func keygenCommand() *cli.Command {
 		Usage:       "make a signing key and its public key",
 		Description: "Make a signing key (PEM PKCS#8, mode 0600) and its public key (OUT.pub): ed25519 (default), ml-dsa-65 (post-quantum, FIPS 204) or hybrid (both: every artifact carries both signatures and verifies only with both).",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "out", Usage: "private key file to create"},
+			&cli.StringFlag{Name: "out", Usage: "private key `FILE` to create (its public key: FILE.pub)"},
 			&cli.StringFlag{Name: "alg", Value: attest.AlgEd25519, Usage: "signature `ALGORITHM`: " + strings.Join(attest.Algorithms(), ", ")},
 		},
 		Action: func(_ context.Context, cmd *cli.Command) error {

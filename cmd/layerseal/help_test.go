@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"os/exec"
 	"strings"
 	"testing"
 
@@ -67,5 +68,36 @@ func TestRunDefaults(t *testing.T) {
 	}
 	for name := range want {
 		t.Errorf("run has no flag --%s", name)
+	}
+}
+
+// TestManPage: the manual page holds every visible command and flag, as
+// --help does, and groff reads it without a warning.
+func TestManPage(t *testing.T) {
+	var b strings.Builder
+	app := newApp()
+	if err := writeMan(&b, app); err != nil {
+		t.Fatal(err)
+	}
+	page := b.String()
+	for _, c := range app.VisibleCommands() {
+		if !strings.Contains(page, ".SS \""+c.Name) {
+			t.Errorf("the manual page lacks the command %s", c.Name)
+		}
+		for _, f := range c.VisibleFlags() {
+			if n := roff("--" + f.Names()[0]); !strings.Contains(page, ".B "+n) {
+				t.Errorf("the manual page lacks %s %s", c.Name, n)
+			}
+		}
+	}
+	groff, err := exec.LookPath("groff")
+	if err != nil {
+		t.Logf("no groff here (%v): the page's roff is not checked", err)
+		return
+	}
+	cmd := exec.Command(groff, "-Kutf8", "-man", "-Tutf8", "-ww", "-z")
+	cmd.Stdin = strings.NewReader(page)
+	if out, err := cmd.CombinedOutput(); err != nil || len(out) > 0 {
+		t.Errorf("groff warns of the manual page: %v\n%s", err, out)
 	}
 }

@@ -92,6 +92,7 @@ func newApp() *cli.Command {
 			logCommand(),
 			witnessCommand(),
 			removePrunedCommand(),
+			manCommand(),
 		},
 		ExitErrHandler: func(context.Context, *cli.Command, error) {},
 		OnUsageError: func(_ context.Context, _ *cli.Command, err error, _ bool) error {
