@@ -188,8 +188,10 @@ func closeFDs(fds []int) {
 // with a proxy (package egress). Wait and Abort close it.
 func (r *Run) ProxyListener() net.Listener { return r.proxy }
 
-// closeProxy closes the proxy listener, if any.
+// closeProxy closes the proxy listener, if any, and any descriptor init
+// sent that was not taken.
 func (r *Run) closeProxy() {
+	closeFDs(r.rights.take())
 	if r.proxy != nil {
 		r.proxy.Close()
 	}
