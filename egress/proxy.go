@@ -59,9 +59,11 @@ type Config struct {
 	// DialTimeout bounds resolving a name and connecting to one of its
 	// addresses. 0 means DefaultDialTimeout.
 	DialTimeout time.Duration
-	// Refused, when set, is called (from the proxy's goroutines, possibly
-	// at once from several) with the record of each refused connection, for
-	// the run's output.
+	// Refused, when set, is called with the record of each connection
+	// the proxy did not relay (refused, or failed to connect), for the
+	// run's output. It is called from the proxy's goroutines, possibly at
+	// once from several, and for connections beyond MaxConns from Serve's
+	// accept loop itself: it must return quickly.
 	Refused func(attest.Egress)
 }
 
