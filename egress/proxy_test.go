@@ -471,6 +471,8 @@ func TestMalformed(t *testing.T) {
 		{"socks short", []byte{5, 1, 0, 5, 1, 0, 3, 200, 'a'}, "\x05\x00", ReasonMalformed, "socks5"},
 		{"socks port 0", []byte{5, 1, 0, 5, 1, 0, 3, 6, 'a', '.', 't', 'e', 's', 't', 0, 0}, "\x05\x00\x05\x02", ReasonHost, "socks5"},
 		{"nothing", nil, "", ReasonNoRequest, ""},
+		{"http host not allowed", []byte("GET http://b.test/ HTTP/1.1\r\n\r\n"), "HTTP/1.1 403 ", ReasonHost, "http"},
+		{"http port not allowed", []byte("GET http://a.test:8080/ HTTP/1.1\r\n\r\n"), "HTTP/1.1 403 ", ReasonPort, "http"},
 	}
 	for _, c := range cases {
 		t.Run(strings.ReplaceAll(c.name, " ", "_"), func(t *testing.T) {
