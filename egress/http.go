@@ -73,6 +73,9 @@ func (p *Proxy) http(cn *conn, br *bufio.Reader, lr *io.LimitedReader) {
 		}
 		return
 	}
+	// The request is read: the header deadline is over, and connecting
+	// has its own.
+	cn.c.SetDeadline(time.Time{})
 	t, ref := parseHTTPTarget(req)
 	if ref != nil {
 		p.describe(cn, attest.Egress{Host: t.host, Port: t.port, Protocol: t.protocol, Reason: ref.reason})

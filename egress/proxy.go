@@ -53,8 +53,8 @@ type Config struct {
 	// (Host "", Port 0). 0 means DefaultMaxRecords.
 	MaxRecords int
 	// HeaderTimeout bounds the time from accepting a connection to having
-	// read its request (and written a refusal). 0 means
-	// DefaultHeaderTimeout.
+	// read its request; resolving and connecting then have DialTimeout.
+	// 0 means DefaultHeaderTimeout.
 	HeaderTimeout time.Duration
 	// DialTimeout bounds resolving a name and connecting to one of its
 	// addresses. 0 means DefaultDialTimeout.

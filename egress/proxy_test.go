@@ -768,3 +768,33 @@ func FuzzRequest(f *testing.F) {
 		}
 	})
 }
+
+// Resolving and connecting have their own time (DialTimeout), not what is
+// left of HeaderTimeout once the request is read.
+func TestSlowResolve(t *testing.T) {
+	u := newUpstream(t)
+	port := strconv.Itoa(int(u.port))
+	slow := func(ctx context.Context, host string) ([]netip.Addr, error) {
+		time.Sleep(400 * time.Millisecond)
+		return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
+	}
+	p, addr := startProxy(t, Config{Allow: allows(t, "svc.test:"+port, "127.0.0.1:"+port), Resolve: slow, HeaderTimeout: 200 * time.Millisecond})
+	c, resp := connectVia(t, addr, "svc.test:"+port)
+	if c == nil {
+		t.Fatalf("CONNECT after a slow lookup: %s", resp.Status)
+	}
+	if got := getOver(t, c, "svc.test"); got != "hello" {
+		t.Errorf("got %q", got)
+	}
+	sc, code := socksDial(t, addr, socksAtypDomain, []byte("svc.test"), u.port)
+	if code != socksOK {
+		t.Errorf("SOCKS5 after a slow lookup: reply %d", code)
+	}
+	sc.Close()
+	c.Close()
+	for _, r := range waitRecords(t, p, 2) {
+		if !r.Allowed {
+			t.Errorf("record %+v", r)
+		}
+	}
+}
