@@ -798,3 +798,39 @@ func TestSlowResolve(t *testing.T) {
 		}
 	}
 }
+
+// A plain HTTP exchange ends when the destination has answered and
+// closed, even while the agent still owes part of its request body.
+func TestHTTPEndsWithResponse(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		c, err := l.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		br := bufio.NewReader(c)
+		for line, err := br.ReadString('\n'); err == nil && line != "\r\n"; line, err = br.ReadString('\n') {
+		}
+		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
+		c.(*net.TCPConn).CloseWrite()
+		io.Copy(io.Discard, c)
+	}()
+	target := l.Addr().String()
+	_, addr := startProxy(t, Config{Allow: allows(t, target)})
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "POST http://%s/ HTTP/1.1\r\nHost: %s\r\nContent-Length: 100\r\n\r\n0123456789", target, target)
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	b, err := io.ReadAll(c)
+	if err != nil || !bytes.HasSuffix(b, []byte("\r\n\r\nok")) {
+		t.Errorf("answer %q, %v; want the response, then the end", b, err)
+	}
+}
