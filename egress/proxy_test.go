@@ -390,7 +390,8 @@ func TestRefusals(t *testing.T) {
 		"nat64.test":    {"64:ff9b::a00:1"},
 	})
 	p, addr := startProxy(t, Config{
-		Allow:   allows(t, "allowed.test", "*.rebind.test", "rebind.test", "metadata.test:80", "mapped.test", "ula.test", "zoned.test", "nat64.test", "gone.test"),
+		Allow: allows(t, "allowed.test", "*.rebind.test", "rebind.test", "metadata.test:80", "mapped.test", "ula.test", "zoned.test", "nat64.test", "gone.test",
+			"[::1]:8443", "127.0.0.1:8443"),
 		Resolve: dns,
 	})
 	cases := []struct {
@@ -410,6 +411,8 @@ func TestRefusals(t *testing.T) {
 		{"zoned.test:443", 403, ReasonAddress + "link-local", "[fe80::1%lo]:443"},
 		{"nat64.test:443", 403, ReasonAddress + "private", "[64:ff9b::a00:1]:443"},
 		{"gone.test:443", 502, ReasonResolve, ""},
+		{"[::1]:443", 403, ReasonPort, ""},
+		{"[::ffff:127.0.0.1]:8443", 403, ReasonHost, ""},
 	}
 	for _, c := range cases {
 		conn, resp := connectVia(t, addr, c.target)
@@ -424,7 +427,7 @@ func TestRefusals(t *testing.T) {
 	}
 	recs := waitRecords(t, p, len(cases))
 	for _, c := range cases {
-		host, port, _ := net.SplitHostPort(c.target)
+		host, port, _ := net.SplitHostPort(c.target) // unbracketed, as records hold it
 		i := slices.IndexFunc(recs, func(r attest.Egress) bool { return r.Host == host && strconv.Itoa(int(r.Port)) == port })
 		if i < 0 {
 			t.Errorf("no record for %s in %+v", c.target, recs)
