@@ -80,12 +80,16 @@ import (
 // CheckStatementHead check this (EgressExtends).
 type Egress struct {
 	// Host is the destination as the agent asked for it: a DNS name or an
-	// IP literal, lower-cased, without brackets.
+	// IP literal, lower-cased, without brackets. It is empty when the
+	// request named no valid host, and in a record that folds connections
+	// to many hosts (see package egress).
 	Host string
 	// Port is the destination port asked for.
 	Port uint16
 	// Protocol is how the agent asked: "connect" (HTTP CONNECT), "http"
-	// (a plain HTTP request through the proxy) or "socks5".
+	// (a plain HTTP request through the proxy) or "socks5"; empty when the
+	// proxy refused the connection before it could tell (beyond its bound
+	// on connections, or a request it could not read).
 	Protocol string
 	// Address is the address the proxy connected to (IP:port), or the
 	// first resolved address it refused; empty when nothing resolved.

@@ -50,13 +50,15 @@
 //
 // A refusal says why: over HTTP, a status (403 for what is not allowed,
 // 400 for a malformed request or host name, 431 for a request too large,
-// 408 for one too slow, 502 or 504 when the destination did not answer)
-// with a text/plain body naming the destination and the reason; over
-// SOCKS5, the reply code (2, not allowed by the ruleset; 4, host
-// unreachable, for a name that did not resolve or is malformed; 5,
-// refused; 7, command not supported, for BIND and UDP ASSOCIATE; 8,
-// address type not supported; method 255 when "no authentication" is not
-// offered). Config.Refused, when set, hears of each refusal too.
+// 408 for one too slow, 502 or 504 when the destination did not answer,
+// 503 while the proxy closes) with a text/plain body naming the
+// destination and the reason; over SOCKS5, the reply code (2, not allowed
+// by the ruleset; 4, host unreachable, for a name that did not resolve or
+// is malformed; 3, 5 and 6 for a network unreachable, a connection refused
+// and one timed out; 7, command not supported, for BIND and UDP
+// ASSOCIATE; 8, address type not supported; 1 for anything else; method
+// 255 when "no authentication" is not offered). Config.Refused, when set,
+// hears of each refusal too.
 //
 // # Bounds
 //

@@ -73,6 +73,9 @@ func (p *Proxy) http(cn *conn, br *bufio.Reader, lr *io.LimitedReader) {
 		}
 		return
 	}
+	// The request is read: the header deadline is over, and connecting
+	// has its own.
+	cn.c.SetDeadline(time.Time{})
 	t, ref := parseHTTPTarget(req)
 	if ref != nil {
 		p.describe(cn, attest.Egress{Host: t.host, Port: t.port, Protocol: t.protocol, Reason: ref.reason})
@@ -93,8 +96,8 @@ func (p *Proxy) http(cn *conn, br *bufio.Reader, lr *io.LimitedReader) {
 		return
 	}
 	// One request per connection: the destination is asked to close after
-	// its response, which is relayed as it comes until it does.
-	cn.c.SetDeadline(time.Time{})
+	// its response, which is relayed as it comes until it does; then the
+	// agent's side is half closed too.
 	stripHopByHop(req.Header)
 	if _, ok := req.Header["User-Agent"]; !ok {
 		req.Header["User-Agent"] = []string{""} // not Go's default
@@ -105,7 +108,9 @@ func (p *Proxy) http(cn *conn, br *bufio.Reader, lr *io.LimitedReader) {
 		defer close(done)
 		if relay(cn.c, up, &cn.recv) != nil {
 			cn.c.Close()
+			return
 		}
+		closeWrite(cn.c)
 	}()
 	if err := req.Write(&countingWriter{up, &cn.sent}); err != nil {
 		up.Close()

@@ -53,15 +53,17 @@ type Config struct {
 	// (Host "", Port 0). 0 means DefaultMaxRecords.
 	MaxRecords int
 	// HeaderTimeout bounds the time from accepting a connection to having
-	// read its request (and written a refusal). 0 means
-	// DefaultHeaderTimeout.
+	// read its request; resolving and connecting then have DialTimeout.
+	// 0 means DefaultHeaderTimeout.
 	HeaderTimeout time.Duration
 	// DialTimeout bounds resolving a name and connecting to one of its
 	// addresses. 0 means DefaultDialTimeout.
 	DialTimeout time.Duration
-	// Refused, when set, is called (from the proxy's goroutines, possibly
-	// at once from several) with the record of each refused connection, for
-	// the run's output.
+	// Refused, when set, is called with the record of each connection
+	// the proxy did not relay (refused, or failed to connect), for the
+	// run's output. It is called from the proxy's goroutines, possibly at
+	// once from several, and for connections beyond MaxConns from Serve's
+	// accept loop itself: it must return quickly.
 	Refused func(attest.Egress)
 }
 

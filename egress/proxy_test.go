@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -389,7 +390,8 @@ func TestRefusals(t *testing.T) {
 		"nat64.test":    {"64:ff9b::a00:1"},
 	})
 	p, addr := startProxy(t, Config{
-		Allow:   allows(t, "allowed.test", "*.rebind.test", "rebind.test", "metadata.test:80", "mapped.test", "ula.test", "zoned.test", "nat64.test", "gone.test"),
+		Allow: allows(t, "allowed.test", "*.rebind.test", "rebind.test", "metadata.test:80", "mapped.test", "ula.test", "zoned.test", "nat64.test", "gone.test",
+			"[::1]:8443", "127.0.0.1:8443"),
 		Resolve: dns,
 	})
 	cases := []struct {
@@ -409,6 +411,8 @@ func TestRefusals(t *testing.T) {
 		{"zoned.test:443", 403, ReasonAddress + "link-local", "[fe80::1%lo]:443"},
 		{"nat64.test:443", 403, ReasonAddress + "private", "[64:ff9b::a00:1]:443"},
 		{"gone.test:443", 502, ReasonResolve, ""},
+		{"[::1]:443", 403, ReasonPort, ""},
+		{"[::ffff:127.0.0.1]:8443", 403, ReasonHost, ""},
 	}
 	for _, c := range cases {
 		conn, resp := connectVia(t, addr, c.target)
@@ -423,7 +427,7 @@ func TestRefusals(t *testing.T) {
 	}
 	recs := waitRecords(t, p, len(cases))
 	for _, c := range cases {
-		host, port, _ := net.SplitHostPort(c.target)
+		host, port, _ := net.SplitHostPort(c.target) // unbracketed, as records hold it
 		i := slices.IndexFunc(recs, func(r attest.Egress) bool { return r.Host == host && strconv.Itoa(int(r.Port)) == port })
 		if i < 0 {
 			t.Errorf("no record for %s in %+v", c.target, recs)
@@ -470,6 +474,8 @@ func TestMalformed(t *testing.T) {
 		{"socks short", []byte{5, 1, 0, 5, 1, 0, 3, 200, 'a'}, "\x05\x00", ReasonMalformed, "socks5"},
 		{"socks port 0", []byte{5, 1, 0, 5, 1, 0, 3, 6, 'a', '.', 't', 'e', 's', 't', 0, 0}, "\x05\x00\x05\x02", ReasonHost, "socks5"},
 		{"nothing", nil, "", ReasonNoRequest, ""},
+		{"http host not allowed", []byte("GET http://b.test/ HTTP/1.1\r\n\r\n"), "HTTP/1.1 403 ", ReasonHost, "http"},
+		{"http port not allowed", []byte("GET http://a.test:8080/ HTTP/1.1\r\n\r\n"), "HTTP/1.1 403 ", ReasonPort, "http"},
 	}
 	for _, c := range cases {
 		t.Run(strings.ReplaceAll(c.name, " ", "_"), func(t *testing.T) {
@@ -558,8 +564,8 @@ func TestFlood(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		c.SetReadDeadline(time.Now().Add(10 * time.Second))
-		if n, err := c.Read(make([]byte, 1)); n != 0 || err == nil {
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if n, err := c.Read(make([]byte, 1)); n != 0 || !errors.Is(err, io.EOF) && !errors.Is(err, syscall.ECONNRESET) {
 			t.Fatalf("connection beyond the bound: read %d, %v; want it closed", n, err)
 		}
 		c.Close()
@@ -764,4 +770,70 @@ func FuzzRequest(f *testing.F) {
 			}
 		}
 	})
+}
+
+// Resolving and connecting have their own time (DialTimeout), not what is
+// left of HeaderTimeout once the request is read.
+func TestSlowResolve(t *testing.T) {
+	u := newUpstream(t)
+	port := strconv.Itoa(int(u.port))
+	slow := func(ctx context.Context, host string) ([]netip.Addr, error) {
+		time.Sleep(400 * time.Millisecond)
+		return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
+	}
+	p, addr := startProxy(t, Config{Allow: allows(t, "svc.test:"+port, "127.0.0.1:"+port), Resolve: slow, HeaderTimeout: 200 * time.Millisecond})
+	c, resp := connectVia(t, addr, "svc.test:"+port)
+	if c == nil {
+		t.Fatalf("CONNECT after a slow lookup: %s", resp.Status)
+	}
+	if got := getOver(t, c, "svc.test"); got != "hello" {
+		t.Errorf("got %q", got)
+	}
+	sc, code := socksDial(t, addr, socksAtypDomain, []byte("svc.test"), u.port)
+	if code != socksOK {
+		t.Errorf("SOCKS5 after a slow lookup: reply %d", code)
+	}
+	sc.Close()
+	c.Close()
+	for _, r := range waitRecords(t, p, 2) {
+		if !r.Allowed {
+			t.Errorf("record %+v", r)
+		}
+	}
+}
+
+// A plain HTTP exchange ends when the destination has answered and
+// closed, even while the agent still owes part of its request body.
+func TestHTTPEndsWithResponse(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		c, err := l.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		br := bufio.NewReader(c)
+		for line, err := br.ReadString('\n'); err == nil && line != "\r\n"; line, err = br.ReadString('\n') {
+		}
+		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
+		c.(*net.TCPConn).CloseWrite()
+		io.Copy(io.Discard, c)
+	}()
+	target := l.Addr().String()
+	_, addr := startProxy(t, Config{Allow: allows(t, target)})
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "POST http://%s/ HTTP/1.1\r\nHost: %s\r\nContent-Length: 100\r\n\r\n0123456789", target, target)
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	b, err := io.ReadAll(c)
+	if err != nil || !bytes.HasSuffix(b, []byte("\r\n\r\nok")) {
+		t.Errorf("answer %q, %v; want the response, then the end", b, err)
+	}
 }

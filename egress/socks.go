@@ -143,6 +143,7 @@ func (p *Proxy) socks(cn *conn, br *bufio.Reader, lr *io.LimitedReader) {
 		p.describe(cn, d)
 		return
 	}
+	cn.c.SetDeadline(time.Time{}) // the request is read
 	up, ref := p.connect(cn, "socks5", req.host, req.port)
 	if ref != nil {
 		socksReply(cn, ref.socks)

@@ -87,10 +87,12 @@ func sendReadyFD(ready *Ready, fd int) error {
 }
 
 // rightsReader reads the supervisor's end of the socket with recvmsg,
-// keeping the descriptors that arrive with the bytes (close-on-exec).
+// keeping the descriptors that arrive with the bytes (close-on-exec) until
+// take, and closing any that arrive after it.
 type rightsReader struct {
-	f   *os.File
-	fds []int
+	f     *os.File
+	fds   []int
+	taken bool
 }
 
 func (r *rightsReader) Read(p []byte) (int, error) {
@@ -120,7 +122,11 @@ func (r *rightsReader) Read(p []byte) (int, error) {
 		if err == nil {
 			for i := range msgs {
 				if fds, err := unix.ParseUnixRights(&msgs[i]); err == nil {
-					r.fds = append(r.fds, fds...)
+					if r.taken {
+						closeFDs(fds)
+					} else {
+						r.fds = append(r.fds, fds...)
+					}
 				}
 			}
 		}
@@ -134,10 +140,11 @@ func (r *rightsReader) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-// take returns the descriptors received so far and forgets them.
+// take returns the descriptors received so far and forgets them; those
+// received later are closed.
 func (r *rightsReader) take() []int {
 	fds := r.fds
-	r.fds = nil
+	r.fds, r.taken = nil, true
 	return fds
 }
 
@@ -181,8 +188,10 @@ func closeFDs(fds []int) {
 // with a proxy (package egress). Wait and Abort close it.
 func (r *Run) ProxyListener() net.Listener { return r.proxy }
 
-// closeProxy closes the proxy listener, if any.
+// closeProxy closes the proxy listener, if any, and any descriptor init
+// sent that was not taken.
 func (r *Run) closeProxy() {
+	closeFDs(r.rights.take())
 	if r.proxy != nil {
 		r.proxy.Close()
 	}

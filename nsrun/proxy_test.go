@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/layerseal/layerseal/egress"
 	"github.com/layerseal/layerseal/internal/privtest"
 )
@@ -76,6 +78,7 @@ func init() {
 // port. With network "none" there is no listener, and nothing answers.
 func TestProxyNetwork(t *testing.T) {
 	privtest.Require(t)
+	hostLoopback(t)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, "from the host")
 	}))
@@ -153,4 +156,48 @@ func TestProxyNetwork(t *testing.T) {
 			}
 		})
 	}
+}
+
+// hostLoopback makes sure the test's own loopback interface is up: the
+// kernel matrix's guests leave it down. It is put down again when the
+// test ends, so the guest's other tests see it as before.
+func hostLoopback(t *testing.T) {
+	t.Helper()
+	ifi, err := net.InterfaceByName("lo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ifi.Flags&net.FlagUp != 0 {
+		return
+	}
+	t.Log("the loopback interface is down (a kernel matrix guest): bringing it up for the test")
+	if err := setLoopback(true); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := setLoopback(false); err != nil {
+			t.Error(err)
+		}
+	})
+}
+
+// setLoopback sets or clears IFF_UP on "lo".
+func setLoopback(up bool) error {
+	if up {
+		return loopbackUp()
+	}
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	ifr, err := unix.NewIfreq("lo")
+	if err != nil {
+		return err
+	}
+	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
+		return err
+	}
+	ifr.SetUint16(ifr.Uint16() &^ unix.IFF_UP)
+	return unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr)
 }
