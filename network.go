@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/layerseal/layerseal/attest"
 	"github.com/layerseal/layerseal/egress"
@@ -149,10 +150,20 @@ func (s *session) startNetwork(r *nsrun.Run, ready *nsrun.Ready) error {
 	if l == nil {
 		return errors.New("the agent's network namespace has no proxy listener")
 	}
+	var refusals atomic.Int64
 	p, err := egress.New(egress.Config{
 		Allow:      s.cfg.AllowNet,
 		MaxRecords: egressMaxRecords,
 		Refused: func(e attest.Egress) {
+			// A flood of refusals is said once, not line by line: the
+			// statement holds every one.
+			switch n := refusals.Add(1); {
+			case n > refusalLines+1:
+				return
+			case n == refusalLines+1:
+				s.log("egress refused: more than %d connections; the statement lists them all (`layerseal show`)", refusalLines)
+				return
+			}
 			what := e.Host
 			if what != "" {
 				what = hostPortText(e.Host, e.Port)
@@ -177,6 +188,10 @@ func (s *session) endNetwork() {
 		s.egress.close(s.log)
 	}
 }
+
+// refusalLines is how many of the proxy's refusals a run prints, one line
+// each, before it says only that there are more.
+const refusalLines = 20
 
 // egressMaxRecords bounds the records kept one per connection; folded
 // records (at most as many again, and one per protocol and outcome) keep

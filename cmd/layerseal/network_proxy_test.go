@@ -157,6 +157,7 @@ func TestRunAllowNetProxy(t *testing.T) {
 	script := strings.ReplaceAll(`"$TOOL" http://`+allowed+`/ > SYNC/first; touch SYNC/ready1
 while [ ! -e SYNC/go1 ]; do sleep 0.05; done
 "$TOOL" http://`+other+`/ direct:http://`+allowed+`/ > SYNC/second
+"$TOOL" $(i=0; while [ $i -lt 24 ]; do echo http://`+other+`/; i=$((i+1)); done) > /dev/null
 env | grep -i _proxy= | sort > SYNC/env`, "SYNC", sync)
 	run, log := e.startRun(out, script, "--rw", sync, "--allow-net", allowed,
 		"--env", fetchEnv+"=1", "--env", "TOOL="+os.Args[0])
@@ -185,6 +186,10 @@ env | grep -i _proxy= | sort > SYNC/env`, "SYNC", sync)
 	if !strings.Contains(log.String(), "layerseal: egress refused: "+other+" (port not allowed)") {
 		t.Errorf("no refusal on the run's output:\n%s", log)
 	}
+	// 25 refusals: 20 lines, then one that says there are more.
+	if n := strings.Count(log.String(), "layerseal: egress refused: "); n != 21 || !strings.Contains(log.String(), "egress refused: more than 20 connections") {
+		t.Errorf("%d refusal lines for 25 refusals, want 20 and one that says there are more:\n%s", n, log)
+	}
 
 	var shown struct {
 		Egress []struct {
@@ -199,12 +204,16 @@ env | grep -i _proxy= | sort > SYNC/env`, "SYNC", sync)
 	if err := json.Unmarshal([]byte(e.cliCheck(0, "show", "--json", "--key", e.pub, out)), &shown); err != nil {
 		t.Fatal(err)
 	}
-	var sawAllowed, sawRefused bool
+	var sawAllowed bool
+	var refused uint64
 	for _, r := range shown.Egress {
 		hp := net.JoinHostPort(r.Host, fmt.Sprint(r.Port))
 		sawAllowed = sawAllowed || hp == allowed && r.Allowed && r.Received > 0
-		sawRefused = sawRefused || hp == other && !r.Allowed && r.Reason == "port not allowed"
+		if hp == other && !r.Allowed && r.Reason == "port not allowed" {
+			refused += r.Connections
+		}
 	}
+	sawRefused := refused == 25
 	if !sawAllowed || !sawRefused {
 		t.Errorf("statement egress: %+v", shown.Egress)
 	}
