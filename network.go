@@ -161,7 +161,7 @@ func (s *session) startNetwork(r *nsrun.Run, ready *nsrun.Ready) error {
 			case n > refusalLines+1:
 				return
 			case n == refusalLines+1:
-				s.log("egress refused: more than %d connections; the statement lists them all (`layerseal show`)", refusalLines)
+				s.log("egress refused: more connections than the %d above, not shown here: the statement lists every one (`layerseal show`)", refusalLines)
 				return
 			}
 			what := e.Host

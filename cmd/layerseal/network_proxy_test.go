@@ -187,7 +187,7 @@ env | grep -i _proxy= | sort > SYNC/env`, "SYNC", sync)
 		t.Errorf("no refusal on the run's output:\n%s", log)
 	}
 	// 25 refusals: 20 lines, then one that says there are more.
-	if n := strings.Count(log.String(), "layerseal: egress refused: "); n != 21 || !strings.Contains(log.String(), "egress refused: more than 20 connections") {
+	if n := strings.Count(log.String(), "layerseal: egress refused: "); n != 21 || !strings.Contains(log.String(), "egress refused: more connections than the 20 above") {
 		t.Errorf("%d refusal lines for 25 refusals, want 20 and one that says there are more:\n%s", n, log)
 	}
 
