@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"slices"
 	"strconv"
@@ -43,12 +44,15 @@ func proxyEnvNames() []string {
 }
 
 // proxyEnv returns env with the proxy variables for a proxy at
-// 127.0.0.1:port added, each unless env sets it already.
-func proxyEnv(env []string, port int) []string {
+// 127.0.0.1:port added, each unless env sets it already. NO_PROXY names
+// the agent's own loopback (its servers are its own), but for an address
+// family whose loopback the allow list names: an allowed 127.0.0.1:8080
+// is the host's, reached only through the proxy.
+func proxyEnv(env []string, port int, allow []egress.Allow) []string {
 	addr := "127.0.0.1:" + strconv.Itoa(port)
 	vals := map[string]string{
 		"HTTP_PROXY": "http://" + addr, "HTTPS_PROXY": "http://" + addr,
-		"ALL_PROXY": "socks5h://" + addr, "NO_PROXY": "localhost,127.0.0.1,::1",
+		"ALL_PROXY": "socks5h://" + addr, "NO_PROXY": noProxy(allow),
 	}
 	out := append([]string(nil), env...)
 	for _, name := range proxyEnvNames() {
@@ -58,6 +62,25 @@ func proxyEnv(env []string, port int) []string {
 		out = append(out, name+"="+vals[strings.ToUpper(name)])
 	}
 	return out
+}
+
+// noProxy is NO_PROXY for the allow list: the loopback names and
+// addresses, less those of a family whose loopback is allowed.
+func noProxy(allow []egress.Allow) string {
+	v4, v6 := true, true
+	for _, a := range allow {
+		if ip, err := netip.ParseAddr(a.Host); err == nil && ip.IsLoopback() {
+			v4, v6 = v4 && !ip.Is4(), v6 && !ip.Is6()
+		}
+	}
+	var out []string
+	if v4 {
+		out = append(out, "localhost", "127.0.0.1")
+	}
+	if v6 {
+		out = append(out, "::1")
+	}
+	return strings.Join(out, ",")
 }
 
 func envHas(env []string, name string) bool {
@@ -86,7 +109,7 @@ func checkNetwork(cfg *RunConfig) error {
 	if cfg.Process.Env == nil {
 		cfg.Process.Env = nsrun.DefaultEnv(cfg.Process.User.UID, os.Getenv("TERM"))
 	}
-	cfg.Process.Env = proxyEnv(cfg.Process.Env, nsrun.ProxyPort)
+	cfg.Process.Env = proxyEnv(cfg.Process.Env, nsrun.ProxyPort, cfg.AllowNet)
 	return nil
 }
 

@@ -29,6 +29,18 @@ func TestCheckNetwork(t *testing.T) {
 	if !slices.Equal(cfg.Process.Env, want) {
 		t.Errorf("env %q\nwant %q", cfg.Process.Env, want)
 	}
+	// An allowed loopback address is the host's: NO_PROXY leaves out its
+	// family's loopback, so that tools take the proxy to it.
+	for _, c := range []struct {
+		allow egress.Allow
+		want  string
+	}{{egress.Allow{Host: "127.0.0.1", Port: 8080}, "NO_PROXY=::1"}, {egress.Allow{Host: "::1", Port: 80}, "NO_PROXY=localhost,127.0.0.1"},
+		{egress.Allow{Host: "10.0.0.1", Port: 80}, "NO_PROXY=localhost,127.0.0.1,::1"}} {
+		lo := RunConfig{Process: specs.Process{Args: []string{"a"}}, Sandbox: nsrun.Sandbox{Network: NetworkProxy}, AllowNet: []egress.Allow{c.allow}}
+		if err := checkNetwork(&lo); err != nil || !slices.Contains(lo.Process.Env, c.want) {
+			t.Errorf("allowing %s: env %q, want %s (%v)", c.allow, lo.Process.Env, c.want, err)
+		}
+	}
 	def := RunConfig{Process: specs.Process{Args: []string{"a"}}, Sandbox: nsrun.Sandbox{Network: NetworkProxy}}
 	if err := checkNetwork(&def); err != nil || !slices.Contains(def.Process.Env, "all_proxy=socks5h://127.0.0.1:3128") ||
 		!slices.ContainsFunc(def.Process.Env, func(kv string) bool { return strings.HasPrefix(kv, "PATH=") }) {

@@ -178,7 +178,7 @@ env | grep -i _proxy= | sort > SYNC/env`, "SYNC", sync)
 	if !strings.Contains(string(second), "http://"+other+"/ err 403") || !strings.Contains(string(second), "direct:http://"+allowed+"/ err") {
 		t.Errorf("the disallowed fetch, and the direct one: %q", second)
 	}
-	for _, v := range []string{"HTTP_PROXY=http://127.0.0.1:", "https_proxy=http://127.0.0.1:", "ALL_PROXY=socks5h://127.0.0.1:", "no_proxy=localhost,127.0.0.1,::1"} {
+	for _, v := range []string{"HTTP_PROXY=http://127.0.0.1:", "https_proxy=http://127.0.0.1:", "ALL_PROXY=socks5h://127.0.0.1:", "no_proxy=::1"} {
 		if !strings.Contains(string(env), v) {
 			t.Errorf("the agent's environment lacks %s:\n%s", v, env)
 		}
