@@ -13,7 +13,7 @@ import (
 func writeLimits(w io.Writer, l *attest.LaunchRecord) {
 	limit := func(n int64, unit, ctl string) string {
 		if n == 0 {
-			return "no limit of " + unit
+			return map[string]string{"pids": "no process limit", "memory": "no memory limit"}[ctl]
 		}
 		s := fmt.Sprintf("%d %s", n, unit)
 		if l.Sandbox.CgroupV1[ctl] != "" {
