@@ -17,7 +17,9 @@ import (
 // key (the supervisor's key is gone with it, so the caller loads it
 // again: it must be the key pinned at launch), reads the upper layer under
 // the launched policy, sweeps protected paths, and signs a statement that
-// is incomplete with attest.UnobservedEnd. It writes the statement to the
+// is incomplete with attest.UnobservedEnd, made as a run's is
+// (finishStatement: the sandbox's reasons, mounts beneath the workspace,
+// its identity and conflicts are checked the same way). It writes the statement to the
 // output dir and leaves the change set staged for `diff`, `apply` and
 // `discard`, and the statement's signed head beside the statement (when
 // only that fails, it returns the statement with an error wrapping
@@ -66,15 +68,6 @@ func (s *Store) Recover(out string, key *attest.Signer) (*attest.Statement, erro
 	if err != nil {
 		return nil, err
 	}
-	st, err := r.statement(nil, nil)
-	if err != nil {
-		return nil, fmt.Errorf("attest the change set: %w; it is kept in %s", err, dir)
-	}
-	st.SessionID = rec.ID
-	st.Launch = sha(launchEnv)
-	// The supervisor's death killed the namespace's init, and with it
-	// every process of the agent; how the agent itself ended, no one saw.
-	st.Exit = attest.Exit{Unknown: true}
 	detail := "the supervisor did not observe the end of the run: it was gone before the agent ended, whose exit status is unknown; this statement was made by `layerseal recover`"
 	// Bind the session's checkpoint chain, as the supervisor would have:
 	// the statement then verifies with it. A chain that does not verify
@@ -84,25 +77,33 @@ func (s *Store) Recover(out string, key *attest.Signer) (*attest.Statement, erro
 	if err == nil && len(chain) > 0 {
 		cps, _, err = attest.VerifyChain(chain, key.Public(), launchEnv)
 	}
+	var head []byte
+	var egress []attest.Egress
 	switch {
 	case err != nil:
 		detail += fmt.Sprintf("; the checkpoints in %s are not bound: %v", filepath.Join(rec.Out, CheckpointDir), err)
 	case len(chain) > 0:
-		st.CheckpointHead = sha(chain[len(chain)-1])
+		head = sha(chain[len(chain)-1])
 		// The proxy's records died with the supervisor: the last
 		// checkpoint's are what is known of them.
-		st.Egress = cps[len(cps)-1].Egress
+		egress = cps[len(cps)-1].Egress
 	}
 	if launch.Sandbox.Network == NetworkProxy {
 		detail += "; the agent's connections after the last checkpoint are not recorded"
 	}
-	st.Incomplete = sortReasons(append(st.Incomplete, attest.Reason{Code: attest.UnobservedEnd, Detail: detail}))
-	if _, err := sweep(r, st); err != nil {
-		return nil, fmt.Errorf("sweep protected paths: %w; the change set is kept in %s", err, dir)
-	}
-	b, err := signBounded(key, st, attest.MaxStatementSize)
+	// The mounts beneath the workspace at launch were not kept: those
+	// there now stand for them.
+	reasons, err := submounts(rec.Workspace)
 	if err != nil {
-		return nil, fmt.Errorf("sign statement: %w", err)
+		return nil, err
+	}
+	// The supervisor's death killed the namespace's init, and with it
+	// every process of the agent; how the agent itself ended, no one saw.
+	reasons = append(reasons, attest.Reason{Code: attest.UnobservedEnd, Detail: detail})
+	st, _, b, err := finishStatement(r, ending{rec: rec, launchEnv: launchEnv, launch: launch, ws: ws,
+		exit: attest.Exit{Unknown: true}, reasons: reasons, egress: egress, head: head, key: key})
+	if err != nil {
+		return nil, fmt.Errorf("%w; the change set is kept in %s", err, dir)
 	}
 	if err := atomicfile.Write(filepath.Join(string(dir), StatementFile), b, 0o600); err != nil {
 		return nil, err

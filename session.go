@@ -602,7 +602,7 @@ func (s *session) finish(id string, res nsrun.Result, lostEnd bool) (*RunResult,
 	if res.Signal != 0 {
 		out.Exit = attest.Exit{Code: 128 + res.Signal, Signal: unix.SignalName(unix.Signal(res.Signal))}
 	}
-	reasons := append(append(append([]attest.Reason(nil), s.submount...), s.sandbox.Reasons()...), s.upperLimit...)
+	reasons := append(append([]attest.Reason(nil), s.submount...), s.upperLimit...)
 	for _, m := range res.Mounts {
 		reasons = append(reasons, attest.Reason{Code: attest.AgentMount, Path: m.Path, Detail: m.Detail})
 	}
@@ -637,44 +637,16 @@ func (s *session) finish(id string, res nsrun.Result, lostEnd bool) (*RunResult,
 		reasons = append(reasons, attest.Reason{Code: attest.UnobservedEnd,
 			Detail: "the supervisor did not observe the end of the run"})
 	}
-	if now, err := linux.Lstat(unix.AT_FDCWD, s.ws); err != nil || now.Dev != s.lower.Dev || now.Ino != s.lower.Ino ||
-		(now.HasMountID && s.lower.HasMountID && now.MountID != s.lower.MountID) {
-		reasons = append(reasons, attest.Reason{Code: attest.LowerChanged,
-			Detail: "the workspace directory is not the one the session started on"})
-	}
-	progress := s.cfg.Progress
-	if progress == nil {
-		progress = func(string, attest.Path) {}
-	}
 	known, head := s.cp.final()
-	st, err := s.reader.statement(known, func(p attest.Path) { progress("read", p) })
+	st, excluded, b, err := finishStatement(s.reader, ending{
+		rec: s.rec, launchEnv: s.launch, launch: s.launchRec, ws: s.wsDir, exit: out.Exit, reasons: reasons,
+		logs: logs, egress: s.stopEgress(), known: known, head: head, key: s.cfg.Key, progress: s.cfg.Progress,
+	})
 	if err != nil {
-		return out, fmt.Errorf("attest the change set: %w; the change set is kept in %s", err, s.dir)
-	}
-	if head != nil {
-		st.CheckpointHead = head
-	}
-	st.SessionID = id
-	st.Launch = sha(s.launch)
-	st.Exit = out.Exit
-	st.Logs = logs
-	st.Egress = s.stopEgress()
-	st.Incomplete = sortReasons(append(reasons, st.Incomplete...))
-	progress("sweep", attest.Root)
-	excluded, err := sweep(s.reader, st)
-	if err != nil {
-		return out, fmt.Errorf("sweep protected paths: %w; the change set is kept in %s", err, s.dir)
+		return out, fmt.Errorf("%w; the change set is kept in %s", err, s.dir)
 	}
 	if out.AttributeNotes, err = s.attributeNotes(st); err != nil {
 		return out, fmt.Errorf("read the change set's .gitattributes: %w; the change set is kept in %s", err, s.dir)
-	}
-	if c := conflicts(s.wsDir, statementPaths(st), time.Unix(0, s.rec.Launched)); len(c) > 0 {
-		st.Incomplete = sortReasons(append(st.Incomplete, conflictReasons(c)...))
-	}
-	progress("sign", attest.Root)
-	b, err := signBounded(s.cfg.Key, st, attest.MaxStatementSize)
-	if err != nil {
-		return out, fmt.Errorf("sign statement: %w; the change set is kept in %s", err, s.dir)
 	}
 	journaled, err := s.writeStatement(st, b)
 	if err != nil {

@@ -601,7 +601,7 @@ func TestRecoverAfterSupervisorKilled(t *testing.T) {
 	out := filepath.Join(e.dir, "run")
 	marker := "987" + strconv.Itoa(os.Getpid()%1000)
 	cmd := exec.Command(os.Args[0], "run", "--workspace", e.ws, "--key", e.key, "--out", out, "--state-dir", e.state,
-		"--", "/bin/sh", "-ec", "echo new > new.txt; rm del.txt; exec sleep "+marker)
+		"--", "/bin/sh", "-ec", "echo new > new.txt; rm del.txt; echo agent > dir/a; exec sleep "+marker)
 	cmd.Env = append(os.Environ(), cliEnv+"=1")
 	var runLog strings.Builder
 	cmd.Stdout, cmd.Stderr = &runLog, &runLog
@@ -630,13 +630,19 @@ func TestRecoverAfterSupervisorKilled(t *testing.T) {
 	if msg := e.mustCLI(1, "apply", "--state-dir", e.state, out); !strings.Contains(msg, "layerseal recover") {
 		t.Errorf("apply before recover: %s", msg)
 	}
+	// An edit of the user's while the session was down is a conflict the
+	// recovered statement names, as a run's would.
+	if err := os.WriteFile(filepath.Join(e.ws, "dir", "a"), []byte("user\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	if msg := e.mustCLI(64, "recover", "--state-dir", e.state, out); !strings.Contains(msg, "--key") {
 		t.Errorf("recover without a key: %s", msg)
 	}
 	e.mustCLI(0, "recover", "--key", e.key, "--state-dir", e.state, out)
 	statement := filepath.Join(out, "statement.json")
-	if code, stdout, stderr := e.cli("verify", "--key", e.pub, "--launch", filepath.Join(out, "launch.json"), statement); code != 2 || !strings.Contains(stdout+stderr, "unobserved-end") {
-		t.Errorf("verify after recover: exit %d, want 2 with unobserved-end\n%s%s", code, stdout, stderr)
+	if code, stdout, stderr := e.cli("verify", "--key", e.pub, "--launch", filepath.Join(out, "launch.json"), statement); code != 2 ||
+		!strings.Contains(stdout+stderr, "unobserved-end") || !strings.Contains(stdout+stderr, "conflict dir/a") {
+		t.Errorf("verify after recover: exit %d, want 2 with unobserved-end and conflict dir/a\n%s%s", code, stdout, stderr)
 	}
 	// recover writes the statement's Sigstore bundle too, of the same
 	// signed payload.
@@ -668,7 +674,7 @@ func TestRecoverAfterSupervisorKilled(t *testing.T) {
 	if !strings.Contains(diff, "A  new.txt\n") || !strings.Contains(diff, "D  del.txt\n") {
 		t.Errorf("diff after recover:\n%s", diff)
 	}
-	e.mustCLI(0, "apply", "--state-dir", e.state, out)
+	e.mustCLI(0, "apply", "--force", "--state-dir", e.state, out, "dir/a")
 	if b, err := os.ReadFile(filepath.Join(e.ws, "new.txt")); err != nil || string(b) != "new\n" {
 		t.Errorf("new.txt after apply: %q, %v", b, err)
 	}
