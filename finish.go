@@ -17,7 +17,7 @@ import (
 // statement, or what is left of it for Recover.
 type ending struct {
 	rec       sessionRecord
-	launchEnv []byte              // the launch record's envelope file bytes
+	launchEnv []byte               // the launch record's envelope file bytes
 	launch    *attest.LaunchRecord // the same, verified
 	ws        *os.File             // the workspace root, identified at launch
 	exit      attest.Exit
