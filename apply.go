@@ -428,7 +428,7 @@ func (s *staged) apply(out string, opt ApplyOptions) error {
 			for i, e := range entries {
 				paths[i] = e.Path
 			}
-			changed = union(changed, conflictsBut(ws, paths, s.launchedAt(), s.ours()))
+			changed = union(changed, conflictsBut(ws, paths, launchedAt(s.rec, s.launch), s.ours()))
 		}
 		changed = slices.DeleteFunc(changed, func(p attest.Path) bool { return underAny(p, opt.ForcePaths) })
 		if len(changed) > 0 {
@@ -498,16 +498,6 @@ func (s *staged) apply(out string, opt ApplyOptions) error {
 		return s.dir.retireLayers()
 	}
 	return s.dir.dropLayers()
-}
-
-// launchedAt is the time the session's workspace entries are compared with
-// to find conflicts: the record's, or the signed launch time for a record
-// that has none.
-func (s *staged) launchedAt() time.Time {
-	if s.rec.Launched != 0 {
-		return time.Unix(0, s.rec.Launched)
-	}
-	return s.launch.Started
 }
 
 // inChangeSet checks that every path is the path of an entry or a

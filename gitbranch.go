@@ -211,7 +211,7 @@ func (store *Store) ApplyToGitBranch(out, name string) (*GitBranchResult, error)
 		if res.Commit, err = g.out(nil, "rev-parse", "--verify", res.Branch+"^{commit}"); err != nil {
 			return nil, fmt.Errorf("the new branch %q: %w", name, err)
 		}
-		ours = gitTouched(ws, name, before, s.launchedAt().UnixNano())
+		ours = gitTouched(ws, name, before, launchedAt(s.rec, s.launch).UnixNano())
 	} else if n, err := g.out(nil, "rev-list", "--count", res.Parent+".."+res.Commit); err == nil {
 		c, _ := strconv.Atoi(n)
 		res.AgentCommits = max(c-1, 0)
