@@ -40,6 +40,16 @@ import (
 //	missing        array of strings: restrictions asked for that the kernel or
 //	               host could not give, each a short sentence; every one of
 //	               them makes the statement incomplete (code "sandbox")
+//	view           "minimal" (a root built of the host's programs and
+//	               libraries, read-only, with the secrets of /etc masked, and
+//	               what read_only and writable name) or "host" (the host's
+//	               whole filesystem, read-only but for the workspace, a
+//	               private /tmp and writable); omitted in records made before
+//	               layerseal had views, which had the host view
+//	read_only      array of Bytes text: the host paths bound read-only at
+//	               their own paths in the minimal view, the system's
+//	               directories and those the operator named, in the order
+//	               bound; omitted when there are none (the host view)
 type Sandbox struct {
 	Terminal      string
 	NewSession    bool
@@ -56,6 +66,8 @@ type Sandbox struct {
 	SeccompSHA256 []byte
 	Scoped        []string
 	Missing       []string
+	View          string
+	ReadOnly      []string
 }
 
 type sandboxJSON struct {
@@ -74,6 +86,8 @@ type sandboxJSON struct {
 	SeccompSHA256 string   `json:"seccomp_sha256"`
 	Scoped        []string `json:"scoped,omitempty"`
 	Missing       []string `json:"missing"`
+	View          string   `json:"view,omitempty"`
+	ReadOnly      []Bytes  `json:"read_only,omitempty"`
 }
 
 func (s *Sandbox) toJSON() sandboxJSON {
@@ -82,7 +96,7 @@ func (s *Sandbox) toJSON() sandboxJSON {
 		Namespaces: nonNil(s.Namespaces), Network: s.Network, Cgroup: Bytes(s.Cgroup), CgroupKill: s.CgroupKill,
 		MemoryMax: s.MemoryMax, PidsMax: s.PidsMax, ReadOnlyHost: s.ReadOnlyHost,
 		Writable: toBytes(s.Writable), Seccomp: s.Seccomp, SeccompSHA256: hexOrEmpty(s.SeccompSHA256),
-		Scoped: s.Scoped, Missing: nonNil(s.Missing),
+		Scoped: s.Scoped, Missing: nonNil(s.Missing), View: s.View, ReadOnly: toBytes(s.ReadOnly),
 	}
 }
 
@@ -92,6 +106,7 @@ func (j *sandboxJSON) fromJSON() (Sandbox, error) {
 		Namespaces: nilIfEmpty(j.Namespaces), Network: j.Network, Cgroup: string(j.Cgroup), CgroupKill: j.CgroupKill,
 		MemoryMax: j.MemoryMax, PidsMax: j.PidsMax, ReadOnlyHost: j.ReadOnlyHost,
 		Writable: fromBytes(j.Writable), Seccomp: j.Seccomp, Scoped: nilIfEmpty(j.Scoped), Missing: nilIfEmpty(j.Missing),
+		View: j.View, ReadOnly: nilIfEmpty(fromBytes(j.ReadOnly)),
 	}
 	if j.SeccompSHA256 != "" {
 		var err error
@@ -116,6 +131,7 @@ var (
 	knownKills      = []string{"", "cgroup.kill", "freeze"}
 	knownSeccomp    = []string{"default", "unconfined"}
 	knownScopes     = []string{"abstract_unix_socket", "signal"}
+	knownViews      = []string{"", "host", "minimal"}
 )
 
 // validate checks the values of s.
@@ -166,8 +182,20 @@ func (s *Sandbox) validate() error {
 			return fmt.Errorf("sandbox writable path %q: not absolute, or holds NUL", p)
 		}
 	}
+	if err := oneOf("view", s.View, knownViews); err != nil {
+		return err
+	}
+	for _, p := range s.ReadOnly {
+		if p == "" || p[0] != '/' || strings.IndexByte(p, 0) >= 0 {
+			return fmt.Errorf("sandbox read-only path %q: not absolute, or holds NUL", p)
+		}
+	}
 	return nil
 }
+
+// HostView reports whether the agent saw the host's whole filesystem: the
+// host view, named or (in a record made before views) implied.
+func (s *Sandbox) HostView() bool { return s.View != "minimal" }
 
 // Reasons are the incomplete reasons a statement carries for restrictions
 // the sandbox could not give (code Sandbox, one per Missing entry).

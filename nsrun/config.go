@@ -123,6 +123,8 @@ func (c *Config) Validate() error {
 type Ready struct {
 	Mounted overlay.Mounted // the overlay options actually in force, and those dropped
 	Sandbox attest.Sandbox  // the confinement in force, and what of it is missing
+	// rootMoved: init moved the agent's root over the old one (newRoot).
+	rootMoved bool
 }
 
 // Result is what init saw of the run.
