@@ -342,7 +342,8 @@ func (s viewStep) perform(held map[string]*os.File, res *viewResult) error {
 		return linux.Mount("layerseal-root", s.Target, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0755")
 	case opSwitchRoot:
 		moved, err := switchRoot(s.Target)
-		res.RootMoved = moved
+		// What the new root holds of the host is bound read-only.
+		res.RootMoved, res.ReadOnlyHost = moved, err == nil
 		return err
 	case opMirror:
 		return s.mirror(held, res)

@@ -43,6 +43,8 @@ const (
 //	checkpoint_every: 0s        # Go duration; 0 disables interval checkpoints
 //	apply: auto                 # auto | stage | always
 //	log: /var/lib/layerseal/log # anchor each run in this transparency log
+//	view: minimal               # minimal | host: what of the host the agent sees
+//	ro: [/opt/sdk]              # host paths the agent may read (absolute)
 //
 // Every key is optional; zero values mean layerseal's defaults. Unknown or
 // repeated keys, values of the wrong kind, negative limits and globs that
@@ -59,6 +61,10 @@ type Config struct {
 	// Log is the transparency log directory each run is anchored in
 	// (relative to the workspace); "" for none.
 	Log string
+	// View is ViewMinimal, ViewHost, or "" when not given; ReadOnly are
+	// host paths the agent may read (ro:).
+	View     string
+	ReadOnly []string
 	// Digest is the SHA-256 of the file's bytes; nil for a config that was
 	// not read from a file.
 	Digest []byte
@@ -73,6 +79,8 @@ type fileConfig struct {
 	CheckpointEvery  duration   `yaml:"checkpoint_every"`
 	Apply            applyMode  `yaml:"apply"`
 	Log              string     `yaml:"log"`
+	View             viewName   `yaml:"view"`
+	ReadOnly         hostPaths  `yaml:"ro"`
 }
 
 type budgetYAML struct {
@@ -226,6 +234,7 @@ func Parse(name string, data []byte) (*Config, error) {
 		c.Apply = string(f.Apply)
 	}
 	c.Log = f.Log
+	c.View, c.ReadOnly = string(f.View), f.ReadOnly
 	return c, nil
 }
 
@@ -244,7 +253,7 @@ func cleanYAMLError(err error) error {
 		msgs = te.Errors
 	}
 	for i, m := range msgs {
-		m = unknownField.ReplaceAllString(m, "unknown key \"$1\" (the keys are exclude, protected, digest_cap, max_entries_per_dir, budget (entries, time), checkpoint_every, apply, log)")
+		m = unknownField.ReplaceAllString(m, "unknown key \"$1\" (the keys are exclude, protected, digest_cap, max_entries_per_dir, budget (entries, time), checkpoint_every, apply, log, view, ro)")
 		m = wrongKind.ReplaceAllString(m, "$2 is not a value this key takes")
 		msgs[i] = m
 	}

@@ -193,6 +193,7 @@ func writeLaunch(w io.Writer, l *attest.LaunchRecord, state string) {
 	fmt.Fprintf(w, "key: %s\n", l.KeyID)
 	fmt.Fprintf(w, "kernel: %s; overlay: %s\n", l.Kernel.Release, strings.Join(l.Overlay.Options, ","))
 	fmt.Fprintf(w, "sandbox: network %s, seccomp %s, %s\n", l.Sandbox.Network, l.Sandbox.Seccomp, scopesText(l.Sandbox))
+	writeView(w, l.Sandbox)
 	p := l.Policy
 	fmt.Fprintf(w, "policy: apply %s, digest cap %d bytes, %d entries, %d per directory\n", orDefault(p.Apply, "auto"), p.DigestCap, p.MaxEntries, p.MaxDirEntries)
 	for _, g := range []struct {
