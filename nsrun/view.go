@@ -17,11 +17,13 @@ import (
 )
 
 // The agent's filesystem view, built by init after the overlay and the masks
-// over hidden paths: the host read-only, a private /tmp, the workspace and
-// the --rw paths writable, a /proc of the agent's PID namespace with the
-// container runtimes' masked and read-only paths, /sys read-only, and a
-// minimal /dev. It is plain data: describeView builds the steps, perform
-// carries them out.
+// over hidden paths. The host view (describeView): the host read-only, a
+// private /tmp, the workspace and the --rw paths writable, a /proc of the
+// agent's PID namespace with the container runtimes' masked and read-only
+// paths, /sys read-only, and a minimal /dev. The minimal view, the default
+// (describeMinimal, view_minimal.go), builds a root of its own around the
+// same /proc, /sys and /dev. It is plain data: describeView and
+// describeMinimal build the steps, perform carries them out.
 
 // Masked are the paths covered in the agent's view as runc and Docker cover
 // them by default: a directory with an empty read-only tmpfs, a file with

@@ -308,13 +308,10 @@ func switchRoot(mp string) (moved bool, err error) {
 	}
 	err = unix.PivotRoot(".", ".")
 	if errors.Is(err, unix.EINVAL) {
-		if err := linux.Mount(".", "/", "", unix.MS_MOVE, ""); err != nil {
-			return false, fmt.Errorf("pivot_root refused, and moving the new root over the old one failed: %w", err)
+		if err := moveRoot(); err != nil {
+			return false, fmt.Errorf("pivot_root refused, and %w", err)
 		}
-		if err := unix.Chroot("."); err != nil {
-			return false, fmt.Errorf("chroot into the new root: %w", err)
-		}
-		return true, unix.Chdir("/")
+		return true, nil
 	}
 	if err != nil {
 		return false, fmt.Errorf("pivot_root: %w", err)
@@ -328,6 +325,18 @@ func switchRoot(mp string) (moved bool, err error) {
 		return false, fmt.Errorf("detach the old root: %w", err)
 	}
 	return false, unix.Chdir("/")
+}
+
+// moveRoot moves the mount on the working directory over the root and
+// makes it the calling thread's root (switchRoot's fallback).
+func moveRoot() error {
+	if err := linux.Mount(".", "/", "", unix.MS_MOVE, ""); err != nil {
+		return fmt.Errorf("moving the new root over the old one failed: %w", err)
+	}
+	if err := unix.Chroot("."); err != nil {
+		return fmt.Errorf("chroot into the new root: %w", err)
+	}
+	return unix.Chdir("/")
 }
 
 // enterMovedRoot makes the calling process's root the mount on top of its

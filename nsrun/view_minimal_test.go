@@ -2,8 +2,10 @@ package nsrun
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -13,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/layerseal/layerseal/attest"
+	"github.com/layerseal/layerseal/internal/privtest"
 )
 
 func TestDescribeMinimal(t *testing.T) {
@@ -176,5 +179,105 @@ func TestCheckReadOnly(t *testing.T) {
 		} else {
 			t.Logf("%q: %v", bad, err)
 		}
+	}
+}
+
+// TestMoveRoot is switchRoot's fallback where pivot_root is refused (an
+// initramfs root), tried on any kernel in a private mount namespace of one
+// thread: the new root moved over the old one becomes the thread's root,
+// ".." does not lead out of it, the old root's mounts are out of reach;
+// and another thread of that namespace whose root is the old one (as the
+// agent stage's is) enters the new root with enterMovedRoot.
+func TestMoveRoot(t *testing.T) {
+	privtest.Require(t)
+	mp := t.TempDir()
+	check := func(errs *[]error) {
+		if b, err := os.ReadFile("/marker"); err != nil || string(b) != "new root\n" {
+			*errs = append(*errs, fmt.Errorf("/marker: %q, %v", b, err))
+		}
+		if err := unix.Chdir("/../.."); err != nil {
+			*errs = append(*errs, err)
+		} else if _, err := os.Stat("marker"); err != nil {
+			*errs = append(*errs, fmt.Errorf(`".." led out of the new root: %v`, err))
+		}
+		if _, err := os.Stat("/proc/self"); err == nil {
+			*errs = append(*errs, errors.New("the old root's /proc is reachable"))
+		}
+	}
+	// Each thread stays locked and so ends with its goroutine, taking its
+	// mount namespace and root along; both stay until the test is done.
+	release := make(chan struct{})
+	defer close(release)
+	nsc, joined, moved, entered := make(chan *os.File, 1), make(chan error, 1), make(chan error, 1), make(chan error, 1)
+	go func() { // the thread that moves the root, as init does
+		runtime.LockOSThread()
+		err := unix.Unshare(unix.CLONE_NEWNS | unix.CLONE_FS)
+		if err == nil {
+			err = unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, "")
+		}
+		if err == nil {
+			err = unix.Mount("layerseal-root", mp, "tmpfs", 0, "mode=0755")
+		}
+		if err == nil {
+			err = os.WriteFile(filepath.Join(mp, "marker"), []byte("new root\n"), 0o644)
+		}
+		var ns *os.File
+		if err == nil {
+			ns, err = os.Open("/proc/thread-self/ns/mnt")
+		}
+		if err != nil {
+			moved <- err
+			close(nsc)
+			return
+		}
+		nsc <- ns
+		if err := <-joined; err != nil {
+			moved <- err
+			return
+		}
+		err = unix.Chdir(mp)
+		if err == nil {
+			err = moveRoot()
+		}
+		var errs []error
+		if err == nil {
+			check(&errs)
+		}
+		moved <- errors.Join(append(errs, err)...)
+		<-release
+	}()
+	go func() { // a thread whose root is the old one, as the agent stage's is
+		runtime.LockOSThread()
+		ns := <-nsc
+		if ns == nil {
+			return
+		}
+		defer ns.Close()
+		err := unix.Unshare(unix.CLONE_FS)
+		if err == nil {
+			err = unix.Setns(int(ns.Fd()), unix.CLONE_NEWNS)
+		}
+		joined <- err
+		if err != nil {
+			entered <- fmt.Errorf("join the namespace: %w", err)
+			return
+		}
+		if err := <-moved; err != nil {
+			entered <- fmt.Errorf("move: %w", err)
+			return
+		}
+		var errs []error
+		if _, err := os.Stat("/marker"); err == nil {
+			errs = append(errs, errors.New("the old root shows the new root before enterMovedRoot"))
+		}
+		err = enterMovedRoot()
+		if err == nil {
+			check(&errs)
+		}
+		entered <- errors.Join(append(errs, err)...)
+		<-release
+	}()
+	if err := <-entered; err != nil {
+		t.Fatal(err)
 	}
 }
