@@ -231,6 +231,7 @@ func killAll(stuck func()) int {
 // then the agent's view of the rest (see describeView). It returns the masked paths and the mount
 // table as it is then, for the audit.
 func setup(cfg *Config) (_ Ready, masks []string, _ []*mountinfo.Info, _ error) {
+	secrets := etcSecretsAsync(cfg.Sandbox.withDefaults().View)
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return Ready{}, nil, nil, fmt.Errorf("make %q recursively private: %w", "/", err)
 	}
@@ -253,7 +254,7 @@ func setup(cfg *Config) (_ Ready, masks []string, _ []*mountinfo.Info, _ error) 
 	sb := cfg.Sandbox.withDefaults()
 	v := describeView(cfg.Workspace, cfg.Hide, sb.Writable, terminalPath(0))
 	if sb.View == ViewMinimal {
-		v = describeMinimal(minimalFor(cfg, sb, terminalPath(0)))
+		v = describeMinimal(minimalFor(cfg, sb, terminalPath(0), <-secrets))
 	}
 	vr, err := v.perform()
 	if err != nil {

@@ -94,6 +94,16 @@ func etcSecrets(etc string) []string {
 	return kept
 }
 
+// etcSecretsAsync runs etcSecrets("/etc") in the background, for view, and
+// sends its result; nothing for another view than the minimal one.
+func etcSecretsAsync(view string) <-chan []string {
+	c := make(chan []string, 1)
+	if view == ViewMinimal {
+		go func() { c <- etcSecrets("/etc") }()
+	}
+	return c
+}
+
 // minimal is what describeMinimal builds a view of.
 type minimal struct {
 	// Root is the mount point of the new root while it is built (see
@@ -180,14 +190,14 @@ func describeMinimal(m minimal) view {
 	return v
 }
 
-// minimalFor gathers what describeMinimal needs from cfg and the host:
-// the agent's home (its environment's HOME, or DefaultEnv's), left out
-// when it is "/", the workspace or a named path or lies in one; the
-// secrets of /etc; and the target of /etc/resolv.conf when it lies outside
-// the view.
-func minimalFor(cfg *Config, sb Sandbox, terminal string) minimal {
+// minimalFor gathers what describeMinimal needs from cfg, the host and
+// secrets (etcSecrets): the agent's home (its environment's HOME, or
+// DefaultEnv's), left out when it is "/", the workspace or a named path or
+// lies in one; and the target of /etc/resolv.conf when it lies outside the
+// view.
+func minimalFor(cfg *Config, sb Sandbox, terminal string, secrets []string) minimal {
 	m := minimal{Root: scratchFor(append([]string{cfg.Workspace}, append(sb.ReadOnly, sb.Writable...)...)), Workspace: cfg.Workspace, ReadOnly: sb.ReadOnly, Writable: sb.Writable, Terminal: terminal,
-		UID: cfg.Process.User.UID, GID: cfg.Process.User.GID, Secrets: etcSecrets("/etc")}
+		UID: cfg.Process.User.UID, GID: cfg.Process.User.GID, Secrets: secrets}
 	env := cfg.Process.Env
 	if env == nil {
 		env = DefaultEnv(m.UID, "")

@@ -115,7 +115,7 @@ func TestMinimalHome(t *testing.T) {
 		{env: []string{"HOME=/proc/x"}, wantHome: ""},
 	} {
 		cfg.Process.Env, cfg.Process.User.UID = c.env, c.uid
-		m := minimalFor(cfg, Sandbox{ReadOnly: c.ro, Writable: c.rw}, "")
+		m := minimalFor(cfg, Sandbox{ReadOnly: c.ro, Writable: c.rw}, "", nil)
 		if m.Home != c.wantHome {
 			t.Errorf("HOME from %q (ro %q, rw %q, uid %d): %q, want %q", c.env, c.ro, c.rw, c.uid, m.Home, c.wantHome)
 		}
