@@ -297,6 +297,7 @@ func showCommand() *cli.Command {
 			if a.Checkpoint == nil {
 				writeReport(os.Stdout, "# ", st, info, cmd.Bool("all"))
 				writeAttributeNotes(os.Stdout, "# ", notes)
+				writeViewBeside(os.Stdout, "# ", path, st.SessionID)
 			} else {
 				for _, r := range st.Incomplete {
 					fmt.Printf("# incomplete: %s\n", reasonText(r))

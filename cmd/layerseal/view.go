@@ -85,3 +85,19 @@ func viewName(sb attest.Sandbox) string {
 	}
 	return nsrun.ViewMinimal
 }
+
+// writeViewBeside prints, after prefix, the host view's warning for a
+// statement whose session's launch record (launch.json beside it) names
+// the host view or none. A launch record it cannot read, or another
+// session's, prints nothing: the warning is a reminder, not a verdict.
+func writeViewBeside(w io.Writer, prefix, statement, sessionID string) {
+	env, err := attest.ReadArtifact(filepath.Join(filepath.Dir(statement), layerseal.LaunchFile))
+	if err != nil {
+		return
+	}
+	l, err := attest.ReadLaunch(env)
+	if err != nil || l.SessionID != sessionID || !l.Sandbox.HostView() {
+		return
+	}
+	fmt.Fprintf(w, "%swarning: %s\n", prefix, strings.Replace(hostViewWarning, "sees", "saw", 1))
+}

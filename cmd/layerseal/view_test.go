@@ -147,6 +147,9 @@ func TestViewMinimal(t *testing.T) {
 	if c != 0 || !strings.Contains(so, "view: minimal; read-only from the host: ") || strings.Contains(so, "warning") {
 		t.Errorf("show of the launch record: exit %d:\n%s%s", c, so, se)
 	}
+	if c, so, se := e.cli("show", out); c != 0 || strings.Contains(so, "whole host") {
+		t.Errorf("show of the run: exit %d:\n%s%s", c, so, se)
+	}
 }
 
 // TestViewHost: --view host gives the agent the whole host read-only as
@@ -186,6 +189,9 @@ func TestViewHost(t *testing.T) {
 	c, so, se := e.cli("show", "--key", e.pub, filepath.Join(out, "launch.json"))
 	if c != 0 || !strings.Contains(so, "\nwarning: the agent saw the whole host read-only (view host)") {
 		t.Errorf("show of the launch record: exit %d, no warning:\n%s%s", c, so, se)
+	}
+	if c, so, se := e.cli("show", out); c != 0 || !strings.Contains(so, "\n# warning: the agent saw the whole host read-only (view host)") {
+		t.Errorf("show of the run: exit %d, no warning:\n%s%s", c, so, se)
 	}
 }
 
