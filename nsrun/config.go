@@ -12,8 +12,8 @@
 // "host" the host read-only but for the workspace, private /tmp, /var/tmp,
 // /run and /dev/shm and the Writable paths; either way a /proc with [Masked]
 // and [ReadOnly] paths, /sys read-only, a /dev of [Devices] only) and
-// reports [Ready], with
-// the confinement found in force and what of it is missing. The caller
+// reports [Ready], with the confinement found in force and what of it is
+// missing. The caller
 // then records what was mounted (the launch record) and calls [Run.Go], after
 // which init starts the agent with the requested user, capabilities and
 // limits, under the seccomp filter and, where the kernel has Landlock ABI 6,
@@ -127,7 +127,7 @@ func (c *Config) Validate() error {
 type Ready struct {
 	Mounted overlay.Mounted // the overlay options actually in force, and those dropped
 	Sandbox attest.Sandbox  // the confinement in force, and what of it is missing
-	// rootMoved: init moved the agent's root over the old one (newRoot).
+	// rootMoved: init moved the agent's root over the old one (switchRoot).
 	rootMoved bool
 }
 

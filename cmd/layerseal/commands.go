@@ -75,7 +75,7 @@ func runCommand() *cli.Command {
 			&cli.BoolFlag{Name: "stage", Usage: "keep the change set staged for review instead of applying it"},
 			&cli.StringFlag{Name: "network", Value: "host", Usage: "the agent's network: `none` (loopback only) or host"},
 			&cli.StringSliceFlag{Name: "rw", Usage: "let the agent write host `PATH` outside the workspace (repeatable; writes there are not attested)"},
-			viewFlags()[0], viewFlags()[1],
+			viewFlag(), roFlag(),
 			&cli.IntFlag{Name: "preserve-fds", Usage: "pass `N` descriptors after stdin, stdout and stderr (3 .. 3+N-1) on to the agent; all others are closed", DefaultText: "none"},
 			&cli.StringFlag{Name: "memory", Usage: "memory limit of the agent's cgroup, such as `4GiB`", DefaultText: "no limit"},
 			&cli.Int64Flag{Name: "pids", Usage: "most processes and threads the agent may have at once (`N`)", DefaultText: "no limit"},

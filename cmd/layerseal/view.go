@@ -14,12 +14,14 @@ import (
 	"github.com/layerseal/layerseal/nsrun"
 )
 
-// viewFlags are run's flags for what of the host the agent sees.
-func viewFlags() []cli.Flag {
-	return []cli.Flag{
-		&cli.StringFlag{Name: "view", Usage: "what of the host the agent sees: minimal (the system's programs and libraries read-only, /etc's secrets masked, and what --ro and --rw name) or `host` (the whole host read-only; recorded, and show warns)", DefaultText: "minimal"},
-		&cli.StringSliceFlag{Name: "ro", Usage: "let the agent read host `PATH` at its own path (repeatable)"},
-	}
+// viewFlag is run's --view: what of the host the agent sees.
+func viewFlag() cli.Flag {
+	return &cli.StringFlag{Name: "view", Usage: "what of the host the agent sees, `minimal|host`: minimal, the system's programs and libraries read-only with /etc's secrets masked, and what --ro and --rw name; host, the whole host read-only (recorded, and show warns)", DefaultText: "minimal"}
+}
+
+// roFlag is run's --ro: a host path the agent may read.
+func roFlag() cli.Flag {
+	return &cli.StringSliceFlag{Name: "ro", Usage: "let the agent read host `PATH` at its own path (repeatable)"}
 }
 
 // readView adds run's --view and --ro, and the view: and ro: of the

@@ -153,12 +153,15 @@ func TestViewMinimal(t *testing.T) {
 }
 
 // TestViewHost: --view host gives the agent the whole host read-only as
-// before views: it reads /etc/shadow, /root/.ssh, the host's /tmp and
-// /var/lib, and connects to the host's unix sockets there. The launch
+// before views: it reads /etc/shadow, /root/.ssh and /var/lib, and
+// connects to the host's unix sockets there. The launch
 // record says "host"; run and show warn.
 func TestViewHost(t *testing.T) {
 	e := newEnv(t)
 	files, socks, state := hostSecrets(t, e)
+	// The host view's /tmp is the host's under a layer of the agent's own,
+	// or empty where the kernel refuses that overlay: not asked here.
+	files = slices.DeleteFunc(files, func(f string) bool { return strings.HasPrefix(f, "/tmp/") })
 	out := filepath.Join(e.dir, "out")
 	script := `for p in /etc/shadow ` + strings.Join(files, " ") + `; do [ -n "$(head -c 1 "$p" 2>/dev/null)" ] && echo "read $p"; done
 ` + connectEnv + `=1 "$BIN" ` + strings.Join(socks, " ")
