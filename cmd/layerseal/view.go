@@ -16,7 +16,7 @@ import (
 
 // viewFlag is run's --view: what of the host the agent sees.
 func viewFlag() cli.Flag {
-	return &cli.StringFlag{Name: "view", Usage: "what of the host the agent sees, `minimal|host`: minimal, the system's programs and libraries read-only with /etc's secrets masked, and what --ro and --rw name; host, the whole host read-only (recorded, and show warns)", DefaultText: "minimal"}
+	return &cli.StringFlag{Name: "view", Usage: "what of the host the agent sees (`minimal|host`): minimal shows the system's programs and libraries read-only, with /etc's secrets masked, and what --ro and --rw name; host shows the whole host read-only (recorded, and show warns)", DefaultText: "minimal"}
 }
 
 // roFlag is run's --ro: a host path the agent may read.
