@@ -196,8 +196,9 @@ func describeMinimal(m minimal) view {
 // lies in one; and the target of /etc/resolv.conf when it lies outside the
 // view.
 func minimalFor(cfg *Config, sb Sandbox, terminal string, secrets []string) minimal {
-	m := minimal{Root: scratchFor(append([]string{cfg.Workspace}, append(sb.ReadOnly, sb.Writable...)...)), Workspace: cfg.Workspace, ReadOnly: sb.ReadOnly, Writable: sb.Writable, Terminal: terminal,
-		UID: cfg.Process.User.UID, GID: cfg.Process.User.GID, Secrets: secrets}
+	sources := append([]string{cfg.Workspace}, append(sb.ReadOnly, sb.Writable...)...)
+	m := minimal{Root: scratchFor(sources), Workspace: cfg.Workspace, ReadOnly: sb.ReadOnly, Writable: sb.Writable,
+		Terminal: terminal, UID: cfg.Process.User.UID, GID: cfg.Process.User.GID, Secrets: secrets}
 	env := cfg.Process.Env
 	if env == nil {
 		env = DefaultEnv(m.UID, "")
@@ -210,7 +211,7 @@ func minimalFor(cfg *Config, sb Sandbox, terminal string, secrets []string) mini
 	if !filepath.IsAbs(m.Home) || filepath.Clean(m.Home) != m.Home || m.Home == "/" {
 		m.Home = ""
 	}
-	for _, p := range append([]string{cfg.Workspace, "/proc", "/sys", "/dev"}, append(sb.ReadOnly, sb.Writable...)...) {
+	for _, p := range append(sources, "/proc", "/sys", "/dev") {
 		if m.Home != "" && attest.Within(m.Home, p) {
 			m.Home = ""
 		}
