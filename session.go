@@ -239,6 +239,9 @@ func prepare(cfg RunConfig) (*session, error) {
 	if cfg.Sandbox.Writable, err = nsrun.CheckWritable(cfg.Sandbox.Writable, s.ws, reserved); err != nil {
 		return nil, err
 	}
+	if cfg.Sandbox.ReadOnly, err = nsrun.CheckReadOnly(cfg.Sandbox.ReadOnly, s.ws, reserved); err != nil {
+		return nil, err
+	}
 	if s.out, err = prepareOut(cfg.Out); err != nil {
 		return nil, err
 	}

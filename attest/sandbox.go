@@ -54,6 +54,16 @@ import (
 //	               "pids": pids.max) and the agent's cgroup path in that
 //	               controller's hierarchy; omitted when there is none (as in
 //	               every record made before it existed)
+//	view           "minimal" (a root built of the host's programs and
+//	               libraries, read-only, with the secrets of /etc masked, and
+//	               what read_only and writable name) or "host" (the host's
+//	               whole filesystem, read-only but for the workspace, a
+//	               private /tmp and writable); omitted in records made before
+//	               layerseal had views, which had the host view
+//	read_only      array of Bytes text: the host paths bound read-only at
+//	               their own paths in the minimal view, the system's
+//	               directories and those the operator named, in the order
+//	               bound; omitted when there are none (the host view)
 type Sandbox struct {
 	Terminal      string
 	NewSession    bool
@@ -74,6 +84,8 @@ type Sandbox struct {
 	// CgroupV1 names, by controller ("memory", "pids"), the agent's
 	// cgroup v1 path that held MemoryMax or PidsMax.
 	CgroupV1 map[string]string
+	View     string
+	ReadOnly []string
 }
 
 type sandboxJSON struct {
@@ -94,6 +106,8 @@ type sandboxJSON struct {
 	Missing       []string         `json:"missing"`
 	AllowNet      []string         `json:"allow_net,omitempty"`
 	CgroupV1      map[string]Bytes `json:"cgroup_v1,omitempty"`
+	View          string           `json:"view,omitempty"`
+	ReadOnly      []Bytes          `json:"read_only,omitempty"`
 }
 
 func (s *Sandbox) toJSON() sandboxJSON {
@@ -103,6 +117,7 @@ func (s *Sandbox) toJSON() sandboxJSON {
 		MemoryMax: s.MemoryMax, PidsMax: s.PidsMax, ReadOnlyHost: s.ReadOnlyHost,
 		Writable: toBytes(s.Writable), Seccomp: s.Seccomp, SeccompSHA256: hexOrEmpty(s.SeccompSHA256),
 		Scoped: s.Scoped, Missing: nonNil(s.Missing), AllowNet: s.AllowNet, CgroupV1: bytesMap(s.CgroupV1),
+		View: s.View, ReadOnly: toBytes(s.ReadOnly),
 	}
 }
 
@@ -112,7 +127,7 @@ func (j *sandboxJSON) fromJSON() (Sandbox, error) {
 		Namespaces: nilIfEmpty(j.Namespaces), Network: j.Network, Cgroup: string(j.Cgroup), CgroupKill: j.CgroupKill,
 		MemoryMax: j.MemoryMax, PidsMax: j.PidsMax, ReadOnlyHost: j.ReadOnlyHost,
 		Writable: fromBytes(j.Writable), Seccomp: j.Seccomp, Scoped: nilIfEmpty(j.Scoped), Missing: nilIfEmpty(j.Missing),
-		AllowNet: nilIfEmpty(j.AllowNet),
+		AllowNet: nilIfEmpty(j.AllowNet), View: j.View, ReadOnly: nilIfEmpty(fromBytes(j.ReadOnly)),
 	}
 	for ctl, p := range j.CgroupV1 {
 		if s.CgroupV1 == nil {
@@ -154,6 +169,7 @@ var (
 	knownKills      = []string{"", "cgroup.kill", "freeze"}
 	knownSeccomp    = []string{"default", "unconfined"}
 	knownScopes     = []string{"abstract_unix_socket", "signal"}
+	knownViews      = []string{"", "host", "minimal"}
 )
 
 // validate checks the values of s.
@@ -226,8 +242,20 @@ func (s *Sandbox) validate() error {
 			return err
 		}
 	}
+	if err := oneOf("view", s.View, knownViews); err != nil {
+		return err
+	}
+	for _, p := range s.ReadOnly {
+		if p == "" || p[0] != '/' || strings.IndexByte(p, 0) >= 0 {
+			return fmt.Errorf("sandbox read-only path %q: not absolute, or holds NUL", p)
+		}
+	}
 	return nil
 }
+
+// HostView reports whether the agent saw the host's whole filesystem: the
+// host view, named or (in a record made before views) implied.
+func (s *Sandbox) HostView() bool { return s.View != "minimal" }
 
 // Reasons are the incomplete reasons a statement carries for restrictions
 // the sandbox could not give (code Sandbox, one per Missing entry).

@@ -5,11 +5,15 @@
 //
 // Start with [Start]: it re-executes the running binary as a small init (the
 // namespace's PID 1), which mounts the overlay over the workspace, hides
-// layerseal's own files, builds the rest of the agent's view (the host
-// read-only but for the workspace, private /tmp, /var/tmp, /run and /dev/shm
-// and the [Sandbox] Writable paths; a /proc with [Masked] and [ReadOnly]
-// paths, /sys read-only, a /dev of [Devices] only) and reports [Ready], with
-// the confinement found in force and what of it is missing. The caller
+// layerseal's own files, builds the rest of the agent's view (by default a
+// root of its own holding the host's [SystemDirs] read-only with the
+// [EtcSecrets] masked, private /tmp, /var/tmp, /run, /dev/shm and home, the
+// [Sandbox] ReadOnly and Writable paths and the workspace; with Sandbox View
+// "host" the host read-only but for the workspace, private /tmp, /var/tmp,
+// /run and /dev/shm and the Writable paths; either way a /proc with [Masked]
+// and [ReadOnly] paths, /sys read-only, a /dev of [Devices] only) and
+// reports [Ready], with the confinement found in force and what of it is
+// missing. The caller
 // then records what was mounted (the launch record) and calls [Run.Go], after
 // which init starts the agent with the requested user, capabilities and
 // limits, under the seccomp filter and, where the kernel has Landlock ABI 6,
@@ -123,6 +127,8 @@ func (c *Config) Validate() error {
 type Ready struct {
 	Mounted overlay.Mounted // the overlay options actually in force, and those dropped
 	Sandbox attest.Sandbox  // the confinement in force, and what of it is missing
+	// rootMoved: init moved the agent's root over the old one (switchRoot).
+	rootMoved bool
 }
 
 // Result is what init saw of the run.

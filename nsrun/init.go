@@ -119,6 +119,7 @@ func runInit() int {
 	filter, sb := f.prog, &ready.Sandbox
 	sb.Seccomp, sb.SeccompSHA256, sb.Missing = f.sb.Seccomp, f.sb.SeccompSHA256, append(sb.Missing, f.sb.Missing...)
 	sb.Scoped = f.sb.Scoped
+	stage.enterRoot = ready.rootMoved
 	stage.send(&cfg, filter, f.scoped)
 	if err := sendReady(&cfg, &ready); err != nil {
 		return fail(err)
@@ -232,6 +233,7 @@ func killAll(stuck func()) int {
 // then the agent's view of the rest (see describeView). It returns the masked paths and the mount
 // table as it is then, for the audit.
 func setup(cfg *Config) (_ Ready, masks []string, _ []*mountinfo.Info, _ error) {
+	secrets := etcSecretsAsync(cfg.Sandbox.withDefaults().View)
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return Ready{}, nil, nil, fmt.Errorf("make %q recursively private: %w", "/", err)
 	}
@@ -252,7 +254,11 @@ func setup(cfg *Config) (_ Ready, masks []string, _ []*mountinfo.Info, _ error) 
 		}
 	}
 	sb := cfg.Sandbox.withDefaults()
-	vr, err := describeView(cfg.Workspace, cfg.Hide, sb.Writable, terminalPath(0)).perform()
+	v := describeView(cfg.Workspace, cfg.Hide, sb.Writable, terminalPath(0))
+	if sb.View == ViewMinimal {
+		v = describeMinimal(minimalFor(cfg, sb, terminalPath(0), <-secrets))
+	}
+	vr, err := v.perform()
 	if err != nil {
 		return Ready{}, nil, nil, err
 	}
@@ -265,7 +271,8 @@ func setup(cfg *Config) (_ Ready, masks []string, _ []*mountinfo.Info, _ error) 
 	ready := Ready{Mounted: mounted, Sandbox: attest.Sandbox{
 		Terminal: terminalKind(cfg.Process.Terminal), NewSession: true, Namespaces: names, Network: sb.Network, Seccomp: "unconfined",
 		PreservedFDs: sb.PreserveFDs, Writable: sb.Writable, ReadOnlyHost: vr.ReadOnlyHost, Missing: vr.Missing,
-	}}
+		View: sb.View, ReadOnly: vr.ReadOnly,
+	}, rootMoved: vr.RootMoved}
 	return ready, masks, infos, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -48,6 +49,7 @@ func TestNamespaces(t *testing.T) {
 			cfg := sh(e, `for n in ipc uts cgroup net; do echo "$n $(readlink /proc/self/ns/$n)"; done; echo "hostname $(hostname)"; "$TOOL"`)
 			cfg.Sandbox.Network = network
 			cfg.Process.Env = []string{"PATH=/usr/bin:/bin", "TOOL=" + tl, ifacesEnv + "=1"}
+			cfg.Sandbox.ReadOnly = []string{filepath.Dir(tl)}
 			r, w, err := os.Pipe()
 			if err != nil {
 				t.Fatal(err)

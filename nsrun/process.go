@@ -30,6 +30,9 @@ type agentSpec struct {
 	Process specs.Process
 	Seccomp []byte
 	Scoped  uint64
+	// EnterRoot makes the stage enter the root init moved over its own
+	// (enterMovedRoot) first.
+	EnterRoot bool `json:",omitempty"`
 }
 
 // envFDs tells the agent stage how many preserved descriptors follow its
@@ -48,6 +51,8 @@ type agentStage struct {
 	specW *os.File // the spec, then go; closing it before go ends the stage
 	errR  *os.File // EOF with nothing on it: the agent's command was executed
 	werr  error    // writing the spec failed (the stage reports why)
+	// enterRoot is sent in the spec (agentSpec.EnterRoot).
+	enterRoot bool
 }
 
 // startStage starts the agent stage as init's child, with init's stdin,
@@ -90,7 +95,7 @@ func startStage(cfg *Config) (*agentStage, error) {
 // Landlock scopes (0 for none): it applies the process and the scopes,
 // except the filter, and waits for go. A failure shows in start.
 func (st *agentStage) send(cfg *Config, filter seccomp.Program, scoped uint64) {
-	spec := agentSpec{Process: cfg.Process, Scoped: scoped}
+	spec := agentSpec{Process: cfg.Process, Scoped: scoped, EnterRoot: st.enterRoot}
 	if filter != nil {
 		spec.Seccomp = filter.Bytes()
 	}
@@ -170,6 +175,11 @@ func execAgent() {
 	if as.Seccomp != nil {
 		var err error
 		if filter, err = seccomp.ParseProgram(as.Seccomp); err != nil {
+			fail(err)
+		}
+	}
+	if as.EnterRoot {
+		if err := enterMovedRoot(); err != nil {
 			fail(err)
 		}
 	}

@@ -90,6 +90,7 @@ func TestProxyNetwork(t *testing.T) {
 			e := newEnv(t)
 			cfg := e.config(tl, target)
 			cfg.Sandbox.Network = network
+			cfg.Sandbox.ReadOnly = []string{filepath.Dir(tl)}
 			cfg.Process.Env = []string{"PATH=/usr/bin:/bin", proxyEnv + "=1"}
 			r, w, err := os.Pipe()
 			if err != nil {

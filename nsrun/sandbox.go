@@ -30,6 +30,13 @@ type Sandbox struct {
 	// Seccomp is "default" (the built-in filter) or "unconfined"; "" means
 	// "default".
 	Seccomp string
+	// View is "minimal" (a root built of the host's programs and libraries,
+	// read-only, and what is named: see [SystemDirs]) or "host" (the whole
+	// host, read-only); "" means "minimal".
+	View string
+	// ReadOnly are host paths (absolute, clean) the agent may read at their
+	// own paths besides what its view shows.
+	ReadOnly []string
 }
 
 // withDefaults returns s with its empty choices made explicit.
@@ -42,6 +49,9 @@ func (s Sandbox) withDefaults() Sandbox {
 	}
 	if s.PidsMax == 0 {
 		s.PidsMax = DefaultPidsMax
+	}
+	if s.View == "" {
+		s.View = ViewMinimal
 	}
 	return s
 }
@@ -62,6 +72,9 @@ func (s Sandbox) Validate() error {
 		if p == "/" {
 			return fmt.Errorf("writable path %q: the whole host cannot be writable", p)
 		}
+	}
+	if err := s.validateView(); err != nil {
+		return err
 	}
 	if s.PreserveFDs < 0 || s.PreserveFDs > 1<<16 {
 		return fmt.Errorf("preserved descriptors %d: want 0 to 65536", s.PreserveFDs)

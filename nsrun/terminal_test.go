@@ -262,6 +262,7 @@ func TestHostileTerminalInjection(t *testing.T) {
 	cfg := e.config(tl, "echo INJECTED\n")
 	cfg.Sandbox.Seccomp = "unconfined"
 	cfg.Process.Env = []string{toolEnv + "=tiocsti", "PATH=/usr/bin:/bin"}
+	cfg.Sandbox.ReadOnly = []string{filepath.Dir(tl)}
 	o := startOperator(t, cfg, slave, master)
 	out := o.finish(t, 20*time.Second)
 	if !strings.Contains(out, "tiocsti: typed") {
@@ -285,6 +286,7 @@ func TestHostileTerminalTakeover(t *testing.T) {
 	cfg.Process.User = specs.User{UID: 65534, GID: 65534}
 	cfg.Process.Cwd = "/"
 	cfg.Process.Env = []string{toolEnv + "=takeover", "PATH=/usr/bin:/bin"}
+	cfg.Sandbox.ReadOnly = []string{filepath.Dir(tl)}
 	o := startOperator(t, cfg, slave, master)
 	out := o.finish(t, 20*time.Second)
 	if !strings.Contains(out, "takeover: <nil>") {
@@ -312,6 +314,7 @@ func TestHostileProcessGroupSignals(t *testing.T) {
 			tl := tool(t)
 			cfg := sh(e, script)
 			cfg.Process.Env = []string{"TOOL=" + tl, toolEnv + "=resume", "PATH=/usr/bin:/bin"}
+			cfg.Sandbox.ReadOnly = []string{filepath.Dir(tl)}
 			o := startOperator(t, cfg, nil, nil)
 			wrapper := exec.Command("sleep", "60")
 			wrapper.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pgid: o.cmd.Process.Pid}

@@ -3,7 +3,6 @@ package nsrun
 import (
 	"errors"
 	"fmt"
-	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -18,11 +17,13 @@ import (
 )
 
 // The agent's filesystem view, built by init after the overlay and the masks
-// over hidden paths: the host read-only, a private /tmp, the workspace and
-// the --rw paths writable, a /proc of the agent's PID namespace with the
-// container runtimes' masked and read-only paths, /sys read-only, and a
-// minimal /dev. It is plain data: describeView builds the steps, perform
-// carries them out.
+// over hidden paths. The host view (describeView): the host read-only, a
+// private /tmp, the workspace and the --rw paths writable, a /proc of the
+// agent's PID namespace with the container runtimes' masked and read-only
+// paths, /sys read-only, and a minimal /dev. The minimal view, the default
+// (describeMinimal, view_minimal.go), builds a root of its own around the
+// same /proc, /sys and /dev. It is plain data: describeView and
+// describeMinimal build the steps, perform carries them out.
 
 // Masked are the paths covered in the agent's view as runc and Docker cover
 // them by default: a directory with an empty read-only tmpfs, a file with
@@ -75,6 +76,16 @@ const (
 	// lower layer) and a fresh tmpfs (upper layer), with Flags; where the
 	// kernel refuses it, an empty tmpfs.
 	opPrivateTmp
+	// opNewRoot mounts a fresh tmpfs on Target: the steps after it, up to
+	// opSwitchRoot, work in it (viewStep.under).
+	opNewRoot
+	// opMirror makes Target what the held Source is, not following a
+	// symlink: a symlink is made again with its target, anything else is
+	// bound as opBind binds it.
+	opMirror
+	// opSwitchRoot makes the new root on Target the namespace's root
+	// (switchRoot).
+	opSwitchRoot
 )
 
 // viewStep is one step of building the agent's view.
@@ -96,8 +107,15 @@ type viewStep struct {
 	Optional bool
 	// Writable marks a mount the agent may write through; each is nodev.
 	Writable bool
+	// ReadOnlyTree makes every mount a bind brought along read-only too.
+	ReadOnlyTree bool
+	// Listed records a bind's Source among the host paths the agent may
+	// read (viewResult.ReadOnly).
+	Listed bool
 	// Fallback is performed instead when the step fails.
 	Fallback *viewStep
+	// root is the new root's mount point a step works in (under).
+	root string
 	// Missing, when not empty, is the sentence recorded when the step and
 	// its fallback fail; otherwise the failure fails the launch.
 	Missing string
@@ -138,9 +156,26 @@ func describeView(workspace string, hidden, writable []string, terminal string) 
 			}
 		}
 	}
+	v.addPseudo(terminal, viewStep{Op: opRemount, Target: "/sys", Flags: unix.MS_RDONLY | hardened})
+	// Last, so that no fresh mount covers them (a workspace in /dev/shm,
+	// say): the writable paths and the workspace overlay, bound back from
+	// descriptors taken before the host went read-only, writable and nodev.
+	for _, p := range writable {
+		add(viewStep{Op: opBind, Source: p, Target: p, Flags: unix.MS_NODEV, Keep: true, Held: true,
+			Create: true, Writable: true})
+	}
+	add(viewStep{Op: opBind, Source: workspace, Target: workspace, Flags: unix.MS_NODEV, Keep: true, Held: true,
+		Create: true, Writable: true})
+	return v
+}
+
+// addPseudo adds the agent's /proc, /sys and /dev, each made where missing;
+// sysFallback is done where a fresh sysfs cannot be mounted.
+func (v *view) addPseudo(terminal string, sysFallback viewStep) {
+	add := func(s viewStep) { v.Steps = append(v.Steps, s) }
 	// A /proc of the agent's PID namespace, with the runtimes' masks and
 	// read-only paths.
-	add(viewStep{Op: opMount, Source: "proc", Target: "/proc", FSType: "proc", Flags: hardened})
+	add(viewStep{Op: opMount, Source: "proc", Target: "/proc", FSType: "proc", Flags: hardened, Create: true})
 	masks := func(prefix string) {
 		for _, m := range Masked {
 			if strings.HasPrefix(m, prefix) {
@@ -158,9 +193,10 @@ func describeView(workspace string, hidden, writable []string, terminal string) 
 	// superblock shared with the host (the same network namespace, the
 	// cgroup2 hierarchy) refuses a read-only mount beside a writable one. In
 	// the host's network namespace sysfs is the host's own, which the kernel
-	// refuses to mount on itself: the host's /sys, read-only, stays then.
-	add(viewStep{Op: opMount, Source: "sysfs", Target: "/sys", FSType: "sysfs", Flags: hardened,
-		Fallback: &viewStep{Op: opRemount, Target: "/sys", Flags: unix.MS_RDONLY | hardened}})
+	// refuses to mount on itself: the host's /sys, read-only, stays then
+	// (sysFallback).
+	add(viewStep{Op: opMount, Source: "sysfs", Target: "/sys", FSType: "sysfs", Flags: hardened, Create: true,
+		Fallback: &sysFallback})
 	add(viewStep{Op: opRemount, Target: "/sys", Flags: unix.MS_RDONLY | hardened})
 	masks("/sys/")
 	add(viewStep{Op: opMount, Source: "cgroup2", Target: "/sys/fs/cgroup", FSType: "cgroup2", Flags: hardened, Optional: true,
@@ -172,7 +208,7 @@ func describeView(workspace string, hidden, writable []string, terminal string) 
 	// of its own, a private /dev/shm and the usual links; no block device.
 	// It ends read-only.
 	add(viewStep{Op: opMount, Source: "layerseal-dev", Target: "/dev", FSType: "tmpfs", Flags: hardened,
-		Data: "mode=0755,size=64k"})
+		Data: "mode=0755,size=64k", Create: true})
 	for _, d := range Devices {
 		add(viewStep{Op: opBind, Source: "/dev/" + d, Target: "/dev/" + d, Flags: devFlags,
 			Held: true, Create: true, Optional: true})
@@ -192,22 +228,17 @@ func describeView(workspace string, hidden, writable []string, terminal string) 
 		add(viewStep{Op: opSymlink, Source: l[0], Target: "/dev/" + l[1]})
 	}
 	add(viewStep{Op: opRemount, Target: "/dev", Flags: unix.MS_RDONLY | hardened})
-	// Last, so that no fresh mount covers them (a workspace in /dev/shm,
-	// say): the writable paths and the workspace overlay, bound back from
-	// descriptors taken before the host went read-only, writable and nodev.
-	for _, p := range writable {
-		add(viewStep{Op: opBind, Source: p, Target: p, Flags: unix.MS_NODEV, Keep: true, Held: true,
-			Create: true, Writable: true})
-	}
-	add(viewStep{Op: opBind, Source: workspace, Target: workspace, Flags: unix.MS_NODEV, Keep: true, Held: true,
-		Create: true, Writable: true})
-	return v
 }
 
 // viewResult is what perform put in place.
 type viewResult struct {
 	ReadOnlyHost bool
 	Missing      []string
+	// ReadOnly are the Listed sources bound, in order.
+	ReadOnly []string
+	// RootMoved reports that opNewRoot moved the new root over the old one
+	// instead of pivoting: the agent stage must enter it (enterMovedRoot).
+	RootMoved bool
 }
 
 // perform carries out the steps in order.
@@ -219,14 +250,25 @@ func (v view) perform() (viewResult, error) {
 			f.Close()
 		}
 	}()
+	var all []viewStep
 	for _, s := range v.Steps {
+		all = append(all, s)
+		if s.Fallback != nil {
+			all = append(all, *s.Fallback)
+		}
+	}
+	for _, s := range all {
 		if !s.Held {
 			continue
 		}
 		if _, ok := held[s.Source]; ok {
 			continue
 		}
-		fd, err := linux.Openat(unix.AT_FDCWD, s.Source, unix.O_PATH)
+		flags := unix.O_PATH
+		if s.Op == opMirror {
+			flags |= unix.O_NOFOLLOW
+		}
+		fd, err := linux.Openat(unix.AT_FDCWD, s.Source, flags)
 		if err != nil {
 			if s.Optional && errors.Is(err, unix.ENOENT) {
 				continue
@@ -235,8 +277,18 @@ func (v view) perform() (viewResult, error) {
 		}
 		held[s.Source] = os.NewFile(uintptr(fd), s.Source)
 	}
+	root := "" // the new root's mount point, once opNewRoot made it
 	for _, s := range v.Steps {
+		if root != "" && s.Op != opSwitchRoot {
+			s = s.under(root)
+		}
 		err := s.perform(held, &res)
+		if s.Op == opNewRoot && err == nil {
+			root = s.Target
+		}
+		if s.Op == opSwitchRoot {
+			root = ""
+		}
 		if err != nil && s.Fallback != nil {
 			err = s.Fallback.perform(held, &res)
 		}
@@ -259,7 +311,7 @@ func (s viewStep) perform(held map[string]*os.File, res *viewResult) error {
 		res.ReadOnlyHost = true
 		return nil
 	}
-	if s.Optional && s.Op != opBind {
+	if s.Optional && s.Op != opBind && s.Op != opMirror {
 		var st unix.Stat_t
 		if err := unix.Lstat(s.Target, &st); errors.Is(err, unix.ENOENT) {
 			return nil
@@ -273,9 +325,10 @@ func (s viewStep) perform(held map[string]*os.File, res *viewResult) error {
 			}
 		}
 		return linux.Mount(s.Source, s.Target, s.FSType, s.Flags, s.Data)
-	case opBind:
-		return s.bind(held)
 	case opMask:
+		if s.root != "" {
+			return hideUnder(s.root, s.Target)
+		}
 		_, err := hide(s.Target)
 		return err
 	case opSymlink:
@@ -287,6 +340,24 @@ func (s viewStep) perform(held map[string]*os.File, res *viewResult) error {
 		return linux.Mount("", s.Target, "", unix.MS_REMOUNT|unix.MS_BIND|s.Flags, "")
 	case opPrivateTmp:
 		return s.privateTmp(held)
+	case opNewRoot:
+		return linux.Mount("layerseal-root", s.Target, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0755")
+	case opSwitchRoot:
+		moved, err := switchRoot(s.Target)
+		// What the new root holds of the host is bound read-only.
+		res.RootMoved, res.ReadOnlyHost = moved, err == nil
+		return err
+	case opMirror:
+		return s.mirror(held, res)
+
+	case opBind:
+		if err := s.bind(held); err != nil {
+			return err
+		}
+		if s.Listed && held[s.Source] != nil {
+			res.ReadOnly = append(res.ReadOnly, s.Source)
+		}
+		return nil
 	}
 	return fmt.Errorf("unknown view step %d", s.Op)
 }
@@ -332,7 +403,13 @@ func (s viewStep) bind(held map[string]*os.File) error {
 		}
 		flags |= keptFlags(fs.Flags)
 	}
-	return linux.Mount("", s.Target, "", unix.MS_REMOUNT|unix.MS_BIND|flags, "")
+	if err := linux.Mount("", s.Target, "", unix.MS_REMOUNT|unix.MS_BIND|flags, ""); err != nil {
+		return err
+	}
+	if s.ReadOnlyTree {
+		return readOnlyTree(s.Target)
+	}
+	return nil
 }
 
 // keptFlags are the nosuid, nodev and noexec of statfs flags, as mount flags.
@@ -374,16 +451,30 @@ func createTarget(path string, dir bool) error {
 // mount point of the mount table read-only, keeping its nosuid, nodev and
 // noexec. Mounts covered by others are out of reach for the agent too.
 func readOnlyHost() error {
-	if err := linux.MountSetattr("/", true, unix.MOUNT_ATTR_RDONLY, 0); err == nil {
+	return readOnlyTree("/")
+}
+
+// readOnlyTree makes the mount on path and every mount under it read-only,
+// as readOnlyHost does for "/".
+func readOnlyTree(path string) error {
+	if err := linux.MountSetattr(path, true, unix.MOUNT_ATTR_RDONLY, 0); err == nil {
 		return nil
 	}
-	return remountEachReadOnly()
+	return remountReadOnlyUnder(path)
 }
 
 // remountEachReadOnly remounts each reachable mount point read-only, keeping
 // its nosuid, nodev and noexec.
 func remountEachReadOnly() error {
-	infos, ierr := mountinfo.GetMounts(nil)
+	return remountReadOnlyUnder("/")
+}
+
+// remountReadOnlyUnder remounts each reachable mount point at or under path
+// read-only, keeping its nosuid, nodev and noexec.
+func remountReadOnlyUnder(path string) error {
+	infos, ierr := mountinfo.GetMounts(func(in *mountinfo.Info) (skip, stop bool) {
+		return !attest.Within(in.Mountpoint, path), false
+	})
 	if ierr != nil {
 		return fmt.Errorf("read mount table: %w", ierr)
 	}
@@ -428,50 +519,11 @@ var ErrWritable = errors.New("writable path (--rw)")
 // A path that holds the workspace or a reserved path is refused too: the
 // agent could rename its parts on the host.
 func CheckWritable(paths []string, workspace string, reserved map[string]string) ([]string, error) {
-	var out []string
-	for _, p := range paths {
-		real, err := filepath.EvalSymlinks(p)
-		if errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("%w: %q does not exist: create it first, or leave it out", ErrWritable, p)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("%w: %q: %w", ErrWritable, p, err)
-		}
-		if !filepath.IsAbs(real) {
-			return nil, fmt.Errorf("%w: %q is not an absolute path", ErrWritable, p)
-		}
-		if real == "/" {
-			return nil, fmt.Errorf("%w: %q is the root directory: the whole host cannot be writable", ErrWritable, p)
-		}
-		if real == workspace {
-			return nil, fmt.Errorf("%w: %q is the workspace, which the agent writes through the overlay already", ErrWritable, p)
-		}
-		if attest.Within(real, workspace) {
-			return nil, fmt.Errorf("%w: %q lies inside the workspace %q, which the agent writes through the overlay already",
-				ErrWritable, p, workspace)
-		}
-		if attest.Within(workspace, real) {
-			return nil, fmt.Errorf("%w: %q holds the workspace %q: the agent could move the workspace on the host",
-				ErrWritable, p, workspace)
-		}
-		for _, r := range slices.Sorted(maps.Keys(reserved)) {
-			if attest.Within(real, r) || attest.Within(r, real) {
-				return nil, fmt.Errorf("%w: %q overlaps layerseal's %s %q, which the agent must not reach",
-					ErrWritable, p, reserved[r], r)
-			}
-		}
-		for _, fresh := range []string{"/proc", "/sys", "/dev"} {
-			if attest.Within(real, fresh) {
-				return nil, fmt.Errorf("%w: %q lies under %s, which the agent gets a fresh one of", ErrWritable, p, fresh)
-			}
-		}
-		out = append(out, real)
-	}
-	return out, nil
+	return checkHostPaths(paths, workspace, reserved, true)
 }
 
-// checkWritable runs CheckWritable on c's writable paths, the hidden paths
-// reserved, and keeps the resolved paths.
+// checkWritable runs CheckWritable and CheckReadOnly on c's writable and
+// read-only paths, the hidden paths reserved, and keeps the resolved paths.
 func (c *Config) checkWritable() error {
 	reserved := map[string]string{}
 	for _, h := range c.Hide {
@@ -482,7 +534,8 @@ func (c *Config) checkWritable() error {
 		return err
 	}
 	c.Sandbox.Writable = w
-	return nil
+	c.Sandbox.ReadOnly, err = CheckReadOnly(c.Sandbox.ReadOnly, c.Workspace, reserved)
+	return err
 }
 
 // privateTmp carries out an opPrivateTmp step: a tmpfs on Target holds the

@@ -122,8 +122,9 @@ func TestCheckWritable(t *testing.T) {
 	}
 }
 
-// TestHostileHostReadOnly: a root agent (container capabilities) cannot
-// write the host outside the workspace, its private /tmp and --rw paths.
+// TestHostileHostReadOnly: in the host view, a root agent (container
+// capabilities) cannot write the host outside the workspace, its private
+// /tmp and --rw paths.
 func TestHostileHostReadOnly(t *testing.T) {
 	privtest.Require(t)
 	e := newEnv(t)
@@ -178,6 +179,7 @@ echo ws > new && echo ws-ok
 echo x > ` + filepath.Dir(shared) + `/outside-rw 2>/dev/null; true`
 	cfg := rootAgent(sh(e, script))
 	cfg.Sandbox.Writable = []string{shared}
+	cfg.Sandbox.View = ViewHost
 	r, w, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)

@@ -47,6 +47,8 @@ const (
 //	max_upper: 10GiB            # stop the agent once its upper layer takes this much disk
 //	min_free: 20GiB             # stop it once the state dir's filesystem has less free
 //	network: {allow: [api.example.com, "127.0.0.1:8080"]} # proxied, to these only
+//	view: minimal               # minimal | host: what of the host the agent sees
+//	ro: [/opt/sdk]              # host paths the agent may read (absolute)
 //
 // Every key is optional; zero values mean layerseal's defaults. Unknown or
 // repeated keys, values of the wrong kind, negative limits and globs that
@@ -68,6 +70,10 @@ type Config struct {
 	// AllowNet are the destinations the agent may reach through the
 	// proxy (network: {allow: [...]}); any selects the proxied network.
 	AllowNet []egress.Allow
+	// View is ViewMinimal, ViewHost, or "" when not given; ReadOnly are
+	// host paths the agent may read (ro:).
+	View     string
+	ReadOnly []string
 	// Digest is the SHA-256 of the file's bytes; nil for a config that was
 	// not read from a file.
 	Digest []byte
@@ -85,6 +91,8 @@ type fileConfig struct {
 	MaxUpper         sizeValue  `yaml:"max_upper"`
 	MinFree          sizeValue  `yaml:"min_free"`
 	Network          netYAML    `yaml:"network"`
+	View             viewName   `yaml:"view"`
+	ReadOnly         hostPaths  `yaml:"ro"`
 }
 
 type budgetYAML struct {
@@ -240,6 +248,7 @@ func Parse(name string, data []byte) (*Config, error) {
 	c.Log = f.Log
 	c.MaxUpper, c.MinFree = f.MaxUpper.n, f.MinFree.n
 	c.AllowNet = f.Network.Allow
+	c.View, c.ReadOnly = string(f.View), f.ReadOnly
 	return c, nil
 }
 
@@ -258,7 +267,7 @@ func cleanYAMLError(err error) error {
 		msgs = te.Errors
 	}
 	for i, m := range msgs {
-		m = unknownField.ReplaceAllString(m, "unknown key \"$1\" (the keys are exclude, protected, digest_cap, max_entries_per_dir, budget (entries, time), checkpoint_every, apply, log, max_upper, min_free, network (allow))")
+		m = unknownField.ReplaceAllString(m, "unknown key \"$1\" (the keys are exclude, protected, digest_cap, max_entries_per_dir, budget (entries, time), checkpoint_every, apply, log, max_upper, min_free, network (allow), view, ro)")
 		m = wrongKind.ReplaceAllString(m, "$2 is not a value this key takes")
 		msgs[i] = m
 	}

@@ -24,7 +24,7 @@ func TestParseUpperLimits(t *testing.T) {
 		{"apply: stage\nmax_upper: lots\n", `line 2: "lots"`},
 		{"min_free: -1GiB\n", `line 1: "-1GiB"`},
 		{"min_free: [1]\n", "line 1: want a byte count"},
-		{"max_uper: 1GiB\n", "max_upper, min_free, network (allow))"},
+		{"max_uper: 1GiB\n", "max_upper, min_free, network (allow), view, ro)"},
 	} {
 		_, err := Parse("layerseal.yaml", []byte(bad.yaml))
 		if err == nil || !strings.Contains(err.Error(), bad.want) {

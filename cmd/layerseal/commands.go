@@ -77,6 +77,7 @@ func runCommand() *cli.Command {
 			&cli.StringFlag{Name: "network", Value: "none", Usage: "the agent's network `MODE`: none (loopback only), proxy (loopback and a proxy to the --allow-net destinations only, every connection recorded in the statement) or host (the host's network, its loopback services included: recorded, with a warning)"},
 			&cli.StringSliceFlag{Name: "allow-net", Usage: "let the agent reach `HOST[:PORT]` through the proxy, which records each connection (no port: 80 and 443; *.example.com: its subdomains; an IP literal for a private or loopback address); selects --network proxy (repeatable; adds to network: allow in layerseal.yaml)"},
 			&cli.StringSliceFlag{Name: "rw", Usage: "let the agent write host `PATH` outside the workspace (repeatable; writes there are not attested)"},
+			viewFlag(), roFlag(),
 			&cli.IntFlag{Name: "preserve-fds", Usage: "pass `N` descriptors after stdin, stdout and stderr (3 .. 3+N-1) on to the agent; all others are closed", DefaultText: "none"},
 			&cli.StringFlag{Name: "memory", Usage: "memory limit of the agent's cgroup (v2, or v1 where v2 lacks the controller), a `SIZE` such as 4GiB", DefaultText: "no limit"},
 			&cli.Int64Flag{Name: "pids", Usage: "most processes and threads the agent may have at once (`N`); 0 for no limit", DefaultText: fmt.Sprint(nsrun.DefaultPidsMax)},
@@ -372,6 +373,9 @@ func runSandbox(cmd *cli.Command) (nsrun.Sandbox, error) {
 			return sb, usageErr("run: --rw %q: %v", p, err)
 		}
 		sb.Writable = append(sb.Writable, abs)
+	}
+	if err := readView(cmd, &sb); err != nil {
+		return sb, err
 	}
 	if err := sb.Validate(); err != nil {
 		return sb, usageErr("run: %v", err)

@@ -160,15 +160,19 @@ func (h hostile) run(t *testing.T, user string) *hostileRun {
 	}
 	write(t, e.ws, h.tree)
 	privtest.Searchable(t, e.dir) // the unprivileged agent must reach the workspace
-	tool := filepath.Join(e.dir, "tool")
+	// The tool, in a directory of its own the agent may read.
+	tool := filepath.Join(e.dir, "bin", "tool")
 	self, err := os.ReadFile(os.Args[0])
+	if err == nil {
+		err = os.Mkdir(filepath.Dir(tool), 0o755)
+	}
 	if err == nil {
 		err = os.WriteFile(tool, self, 0o755)
 	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	flags := append([]string(nil), h.flags...)
+	flags := append([]string{"--ro", filepath.Dir(tool)}, h.flags...)
 	switch user {
 	case "nobody":
 		filepath.Walk(e.ws, func(p string, _ os.FileInfo, _ error) error { return os.Lchown(p, 65534, 65534) })

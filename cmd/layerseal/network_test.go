@@ -75,8 +75,8 @@ func TestRunNetworkReach(t *testing.T) {
 	for _, network := range []string{"host", "none"} {
 		name, _, hostHeard := privtest.AbstractSockets(t)
 		out := filepath.Join(e.dir, "out-"+network)
-		code, text := e.run(out, `"$TOOL" "$NAME"`, "--network", network,
-			"--env", reachEnv+"=1", "--env", "TOOL="+os.Args[0], "--env", "NAME="+name)
+		code, text := e.run(out, `"$TOOL" "$NAME"`, append(testBinaryRO(), "--network", network,
+			"--env", reachEnv+"=1", "--env", "TOOL="+os.Args[0], "--env", "NAME="+name)...)
 		heard := hostHeard()
 		if code != 0 {
 			t.Fatalf("--network %s: exit %d: %s", network, code, text)

@@ -205,6 +205,7 @@ func writeLaunch(w io.Writer, l *attest.LaunchRecord, state string) {
 		fmt.Fprintf(w, "%s\n", hostNetworkWarning)
 	}
 	writeLimits(w, l)
+	writeView(w, l.Sandbox)
 	p := l.Policy
 	fmt.Fprintf(w, "policy: apply %s, digest cap %d bytes, %d entries, %d per directory\n", orDefault(p.Apply, "auto"), p.DigestCap, p.MaxEntries, p.MaxDirEntries)
 	if p.MaxUpper > 0 || p.MinFree > 0 {

@@ -262,7 +262,7 @@ func TestRunAgainstOracle(t *testing.T) {
 			merged := filepath.Join(viewDir, "merged.manifest")
 			script := c.script + fmt.Sprintf("\nLAYERSEAL_TEST_MANIFEST=1 %q . %q", os.Args[0], merged)
 			out := filepath.Join(e.dir, "run")
-			flags := []string{"--rw", viewDir}
+			flags := append([]string{"--rw", viewDir}, testBinaryRO()...)
 			if c.name == "chown" {
 				// A file given to another user lets that user write it:
 				// a (grants write) violation (see TestGrantsWrite),

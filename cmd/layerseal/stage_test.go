@@ -62,7 +62,7 @@ func (e *env) stagedRun(name, script string, extra ...string) (string, treediff.
 	os.Remove(view) // a name used again
 	out := filepath.Join(e.dir, name)
 	script += fmt.Sprintf("\nLAYERSEAL_TEST_MANIFEST=1 %q . %q", os.Args[0], view)
-	if code, log := e.run(out, script, append([]string{"--stage", "--rw", views}, extra...)...); code != 0 {
+	if code, log := e.run(out, script, append(append([]string{"--stage", "--rw", views}, testBinaryRO()...), extra...)...); code != 0 {
 		e.t.Fatalf("run: exit %d\n%s", code, log)
 	}
 	m, err := treediff.ReadFile(view)

@@ -313,6 +313,7 @@ func showCommand() *cli.Command {
 				}
 				writeReport(os.Stdout, "# ", st, info, cmd.Bool("all"))
 				writeAttributeNotes(os.Stdout, "# ", notes)
+				writeViewBeside(os.Stdout, "# ", path, st.SessionID)
 			} else {
 				writeEgress(os.Stdout, "# ", a.Checkpoint.Egress)
 				for _, r := range st.Incomplete {
@@ -337,7 +338,8 @@ func showLaunch(cmd *cli.Command, path string, env []byte, l *attest.LaunchRecor
 	if cmd.Bool("json") {
 		printJSON(map[string]any{"launch": true, "verified": !pub.IsZero(), "session_id": l.SessionID, "workspace": l.Workspace,
 			"started": l.Started, "agent": l.Agent.Args, "key_id": l.KeyID,
-			"sandbox": map[string]any{"network": l.Sandbox.Network, "seccomp": l.Sandbox.Seccomp, "scoped": nonNilStrings(l.Sandbox.Scoped), "allow_net": nonNilStrings(l.Sandbox.AllowNet)},
+			"sandbox": map[string]any{"network": l.Sandbox.Network, "seccomp": l.Sandbox.Seccomp, "scoped": nonNilStrings(l.Sandbox.Scoped), "allow_net": nonNilStrings(l.Sandbox.AllowNet),
+				"view": viewName(l.Sandbox), "read_only": nonNilStrings(l.Sandbox.ReadOnly)},
 			"policy": map[string]any{
 				"apply": orDefault(l.Policy.Apply, "auto"), "exclude": l.Policy.Exclude, "protect": l.Policy.Protect, "allow": l.Policy.Allow}})
 		return nil
