@@ -78,7 +78,7 @@ func TestRunNetworkDefaultNone(t *testing.T) {
 	addr := hostServer(t)
 	for _, network := range []string{"", "host"} {
 		out := filepath.Join(e.dir, "out-"+network)
-		extra := []string{"--env", fetchEnv + "=1", "--env", "TOOL=" + os.Args[0]}
+		extra := append([]string{"--env", fetchEnv + "=1", "--env", "TOOL=" + os.Args[0]}, testBinaryRO()...)
 		if network != "" {
 			extra = append(extra, "--network", network)
 		}
@@ -159,8 +159,8 @@ while [ ! -e SYNC/go1 ]; do sleep 0.05; done
 "$TOOL" http://`+other+`/ direct:http://`+allowed+`/ > SYNC/second
 "$TOOL" $(i=0; while [ $i -lt 24 ]; do echo http://`+other+`/; i=$((i+1)); done) > /dev/null
 env | grep -i _proxy= | sort > SYNC/env`, "SYNC", sync)
-	run, log := e.startRun(out, script, "--rw", sync, "--allow-net", allowed,
-		"--env", fetchEnv+"=1", "--env", "TOOL="+os.Args[0])
+	run, log := e.startRun(out, script, append([]string{"--rw", sync, "--allow-net", allowed,
+		"--env", fetchEnv + "=1", "--env", "TOOL=" + os.Args[0]}, testBinaryRO()...)...)
 	waitFor(t, filepath.Join(sync, "ready1"))
 	if code, stdout, stderr := e.cli("checkpoint", "--state-dir", e.state, out); code != 0 {
 		t.Fatalf("checkpoint: exit %d: %s%s", code, stdout, stderr)
