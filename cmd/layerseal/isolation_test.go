@@ -33,6 +33,12 @@ func (e *env) wrapped(prelude string, args ...string) (int, string) {
 // launchSandbox verifies a run's launch record and returns its sandbox.
 func (e *env) launchSandbox(out string) attest.Sandbox {
 	e.t.Helper()
+	return e.launchRecord(out).Sandbox
+}
+
+// launchRecord verifies and returns the launch record of the run in out.
+func (e *env) launchRecord(out string) *attest.LaunchRecord {
+	e.t.Helper()
 	b, err := os.ReadFile(filepath.Join(out, "launch.json"))
 	if err != nil {
 		e.t.Fatal(err)
@@ -41,11 +47,11 @@ func (e *env) launchSandbox(out string) attest.Sandbox {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	l, err := attest.VerifyLaunch(b, pub)
+	lr, err := attest.VerifyLaunch(b, pub)
 	if err != nil {
 		e.t.Fatalf("launch record: %v", err)
 	}
-	return l.Sandbox
+	return lr
 }
 
 // TestHostileInheritedDescriptor is attack 7: the operator's script holds

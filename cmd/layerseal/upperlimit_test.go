@@ -159,27 +159,9 @@ func TestUpperReserve(t *testing.T) {
 	if code, log = e.run(out3, "echo x > y", "--min-free", "0", "--max-upper", "1TiB"); code != 0 {
 		t.Fatalf("run with --min-free 0: exit %d\n%s", code, log)
 	}
-	if lr := e.upperLaunch(out3); lr.Policy.MinFree != 0 || lr.Policy.MaxUpper != 1<<40 {
+	if lr := e.launchRecord(out3); lr.Policy.MinFree != 0 || lr.Policy.MaxUpper != 1<<40 {
 		t.Errorf("--min-free 0 --max-upper 1TiB: launch record's min free %d, max upper %d; want no reserve and 1 TiB", lr.Policy.MinFree, lr.Policy.MaxUpper)
 	}
-}
-
-// upperLaunch verifies and returns the launch record of the run in out.
-func (e *env) upperLaunch(out string) *attest.LaunchRecord {
-	e.t.Helper()
-	b, err := os.ReadFile(filepath.Join(out, "launch.json"))
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	pub, err := attest.LoadPublicKey(e.pub)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	lr, err := attest.VerifyLaunch(b, pub)
-	if err != nil {
-		e.t.Fatalf("launch record: %v", err)
-	}
-	return lr
 }
 
 // TestUpperLimitFlagsRefused: a --max-upper or --min-free that is not a
