@@ -96,7 +96,7 @@ func envHas(env []string, name string) bool {
 // and gives an agent on the proxied network its proxy variables.
 func checkNetwork(cfg *RunConfig) error {
 	if len(cfg.AllowNet) > 0 && cfg.Sandbox.Network != NetworkProxy {
-		return fmt.Errorf("allowed destinations (%s) need network %q, not %q", allowText(cfg.AllowNet), NetworkProxy, orHost(cfg.Sandbox.Network))
+		return fmt.Errorf("allowed destinations (%s) need network %q, not %q", allowText(cfg.AllowNet), NetworkProxy, orNone(cfg.Sandbox.Network))
 	}
 	for _, a := range cfg.AllowNet {
 		if b, err := egress.ParseAllow(a.String()); err != nil || b != a {
@@ -113,9 +113,10 @@ func checkNetwork(cfg *RunConfig) error {
 	return nil
 }
 
-func orHost(network string) string {
+// orNone is network with "" spelled as what it means, NetworkNone.
+func orNone(network string) string {
 	if network == "" {
-		return NetworkHost
+		return NetworkNone
 	}
 	return network
 }

@@ -50,7 +50,7 @@ func TestCheckNetwork(t *testing.T) {
 		c := RunConfig{Process: specs.Process{Args: []string{"a"}}, Sandbox: nsrun.Sandbox{Network: network},
 			AllowNet: []egress.Allow{{Host: "127.0.0.1", Port: 8080}}}
 		err := checkNetwork(&c)
-		if err == nil || !strings.Contains(err.Error(), "127.0.0.1:8080") || !strings.Contains(err.Error(), `not "`+orHost(network)+`"`) {
+		if err == nil || !strings.Contains(err.Error(), "127.0.0.1:8080") || !strings.Contains(err.Error(), `not "`+orNone(network)+`"`) {
 			t.Errorf("allow list with network %q: %v", network, err)
 		}
 		if c.Process.Env != nil {
@@ -63,9 +63,9 @@ func TestCheckNetwork(t *testing.T) {
 }
 
 // TestDefaultProcessNetRaw: root keeps CAP_NET_RAW in a namespace of its
-// own (none, proxy), not on the host's network.
+// own (none, the default, and proxy), not on the host's network.
 func TestDefaultProcessNetRaw(t *testing.T) {
-	for network, want := range map[string]bool{NetworkNone: true, NetworkProxy: true, NetworkHost: false, "": false} {
+	for network, want := range map[string]bool{NetworkNone: true, NetworkProxy: true, NetworkHost: false, "": true} {
 		p := DefaultProcess([]string{"a"}, 0, 0, network)
 		if got := slices.Contains(p.Capabilities.Bounding, "CAP_NET_RAW"); got != want {
 			t.Errorf("network %q: CAP_NET_RAW %v, want %v", network, got, want)

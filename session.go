@@ -133,7 +133,7 @@ func DefaultProcess(args []string, uid, gid uint32, network string) specs.Proces
 	caps := []string{}
 	if uid == 0 {
 		caps = slices.Clone(DefaultCapabilities)
-		if network == NetworkNone || network == NetworkProxy {
+		if network == "" || network == NetworkNone || network == NetworkProxy {
 			caps = append(caps, "CAP_NET_RAW")
 		}
 	}

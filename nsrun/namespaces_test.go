@@ -74,7 +74,7 @@ func TestNamespaces(t *testing.T) {
 			}
 			want := []string{"cgroup", "ipc", "mount", "pid", "uts"}
 			wantNet := "host"
-			if network == "none" {
+			if network == "none" || network == "" { // "" means "none"
 				want, wantNet = []string{"cgroup", "ipc", "mount", "net", "pid", "uts"}, "none"
 			}
 			if !slices.Equal(ready.Sandbox.Namespaces, want) || ready.Sandbox.Network != wantNet {

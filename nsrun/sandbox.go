@@ -8,13 +8,13 @@ import (
 
 // Sandbox is what the caller asks of the agent's confinement beyond the
 // workspace overlay. The zero value is the strict default: a loopback-only
-// network is not the default (Network "" means "host"), but everything else
-// is as closed as the kernel allows.
+// network, the minimal view, and everything else as closed as the kernel
+// allows.
 type Sandbox struct {
 	// Network is "none" (a new network namespace with only loopback),
 	// "proxy" (the same, with a listener on 127.0.0.1:ProxyPort there whose
 	// connections the supervisor serves: Run.ProxyListener) or "host" (the
-	// host's network); "" means "host".
+	// host's network); "" means "none".
 	Network string
 	// Writable are host paths (absolute, clean) the agent may write besides
 	// the workspace and its private /tmp. Writes there are not attested.
@@ -42,7 +42,7 @@ type Sandbox struct {
 // withDefaults returns s with its empty choices made explicit.
 func (s Sandbox) withDefaults() Sandbox {
 	if s.Network == "" {
-		s.Network = "host"
+		s.Network = "none"
 	}
 	if s.Seccomp == "" {
 		s.Seccomp = "default"
