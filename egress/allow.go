@@ -49,8 +49,21 @@ func ParseAllow(s string) (Allow, error) {
 	if err != nil {
 		return Allow{}, fmt.Errorf("allowed destination %q: %w", s, err)
 	}
+	if h == "localhost" || strings.HasSuffix(h, ".localhost") {
+		// It resolves to loopback, which the proxy refuses for a name,
+		// and inside the agent's namespace it is the agent's own.
+		return Allow{}, fmt.Errorf("allowed destination %q: localhost is the agent's own loopback; to reach a service of the host give its address, such as 127.0.0.1%s", s, portSuffix(port))
+	}
 	a.Host = h
 	return a, nil
+}
+
+// portSuffix is ":PORT", or "" for 0.
+func portSuffix(port uint16) string {
+	if port == 0 {
+		return ""
+	}
+	return ":" + strconv.Itoa(int(port))
 }
 
 // String returns the canonical text of a, as recorded: the host (an IPv6

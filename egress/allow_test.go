@@ -51,6 +51,8 @@ func TestParseAllow(t *testing.T) {
 		{"[::1]x", "after \"]\""},
 		{"[127.0.0.1]:80", "not an IPv6 address"},
 		{"[fe80::1%eth0]:80", "not an IPv6 address"},
+		{"localhost:8080", "give its address, such as 127.0.0.1:8080"},
+		{"db.localhost", "the agent's own loopback"},
 		{"*", "every host"},
 		{"*:443", "every host"},
 		{"a.*.example", "is not a letter"},
