@@ -104,7 +104,7 @@ func TestApplyGitBranchAgentCommits(t *testing.T) {
 	if st := gitIn(t, e.ws, "--no-optional-locks", "status", "--porcelain"); st != " M b.txt\n?? untracked.txt\n" {
 		t.Errorf("git status after apply:\n%s", st)
 	}
-	e.mustCLI(0, "verify", "--key", e.pub, "--state-dir", e.state, "--workspace", e.ws, filepath.Join(out, "statement.json"))
+	e.mustCLI(wantVerifyExit(t), "verify", "--key", e.pub, "--state-dir", e.state, "--workspace", e.ws, filepath.Join(out, "statement.json"))
 
 	d, dout, _ := gitBranchEnv(t, "d", twoCommits)
 	d.mustCLI(0, "apply", "--state-dir", d.state, "--git-branch", "agent", dout)
