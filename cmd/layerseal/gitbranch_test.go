@@ -26,6 +26,10 @@ func gitBranchEnv(t *testing.T, name, script string, initArgs ...string) (*env, 
 	e := newEnv(t)
 	write(t, e.ws, map[string]string{"a.txt": "a\n", "b.txt": "b\n"})
 	gitIn(t, e.ws, append([]string{"init", "-q"}, initArgs...)...)
+	// The owner's identity, which the layerseal commit takes: no global
+	// git config is needed (the kernel-test guests have none).
+	gitIn(t, e.ws, "config", "user.name", "Owner")
+	gitIn(t, e.ws, "config", "user.email", "owner@example.com")
 	gitIn(t, e.ws, "add", "-A")
 	gitIn(t, e.ws, "commit", "-qm", "base")
 	notes := filepath.Join(e.dir, name+".view")
