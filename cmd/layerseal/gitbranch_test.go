@@ -193,12 +193,6 @@ awk -v b=$base 'BEGIN { for (i = 0; i <= 10000; i++) { printf "commit refs/heads
 `, "reaches more than 10000 new commits"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			if c.name == "long" && testing.Short() {
-				// 10,001 commits take minutes in an emulated guest; the
-				// bound does not depend on the kernel, and the host's full
-				// pass checks it.
-				t.Skip("the history bound is checked by the full pass, not -short")
-			}
 			e, out, _ := gitBranchEnv(t, c.name, c.script)
 			before := repoState(t, e.ws)
 			packs, _ := os.ReadDir(filepath.Join(e.ws, ".git", "objects", "pack"))
